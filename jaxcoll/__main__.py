@@ -1,0 +1,54 @@
+"""``python -m jaxcoll``: check every algorithm against the lax built-ins on fake CPU devices."""
+
+import argparse
+import sys
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m jaxcoll",
+        description="Run every primitive x algorithm against the xla reference and print a "
+                    "table; exit status 1 on any mismatch.")
+    parser.add_argument("--devices", type=int, default=8,
+                        help="number of fake CPU devices to start (default 8); on GPU/TPU the "
+                             "local devices are used, at most this many")
+    parser.add_argument("--ranks", default="8,5",
+                        help="comma-separated rank counts to check, each at most --devices "
+                             "(default 8,5)")
+    parser.add_argument("--counts", default="1,7,1000,262144",
+                        help="comma-separated float32 element counts per rank "
+                             "(default 1,7,1000,262144)")
+    args = parser.parse_args(argv)
+    if args.devices < 1:
+        parser.error(f"--devices must be >= 1, got {args.devices}")
+    counts = _int_list(parser, "--counts", args.counts, minimum=0)
+    ranks = _int_list(parser, "--ranks", args.ranks, minimum=1)
+
+    import jax  # after parsing, so --help is instant
+
+    jax.config.update("jax_num_cpu_devices", args.devices)
+    from .check import format_table, run_checks
+
+    available = min(args.devices, len(jax.devices()))
+    if max(ranks) > available:
+        parser.error(f"--ranks {args.ranks}: only {available} devices are available")
+    rows = [row for n in ranks for row in run_checks(n, counts)]
+    print(format_table(rows))
+    bad = [r for r in rows if not r.ok]
+    print(f"\njax {jax.__version__}, backend {jax.default_backend()}, {available} devices: "
+          f"{len(rows) - len(bad)} of {len(rows)} checks match the xla reference exactly")
+    return 1 if bad else 0
+
+
+def _int_list(parser, flag: str, text: str, minimum: int) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",")]
+    except ValueError:
+        parser.error(f"{flag} must be comma-separated integers, got {text!r}")
+    if any(v < minimum for v in values):
+        parser.error(f"{flag} values must be >= {minimum}, got {text!r}")
+    return values
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,211 @@
+"""The one executor: lowers any :class:`~jaxcoll.schedule.Schedule` to ``lax.ppermute`` calls.
+
+This is the only module that touches JAX collectives. It runs inside ``shard_map`` (or
+``vmap`` with an ``axis_name``), on every rank at once:
+
+1. The caller's ``(n_blocks, block_len)`` buffer is padded and cut into the schedule's
+   ``(n_chunks, chunk_len)`` layout.
+2. Each round becomes one ``ppermute`` per "matching": a set of transfers in which every rank
+   sends at most once and receives at most once, all moving the same number of chunks the same
+   way (copy or reduce). A round whose transfers don't fit one matching is split into several;
+   all of them read the buffer as it was before the round.
+3. Which chunks a rank sends and receives are small constant tables indexed by
+   ``lax.axis_index``. Consecutive rounds with the same permutations share their code: they
+   become one ``lax.fori_loop`` over stacked tables, so the compiled program of the ring stays
+   the same size as n grows.
+4. The result is unpadded back to ``(n_blocks, block_len)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from .schedule import Round, Schedule, Transfer
+
+Combine = Callable[[jnp.ndarray, jnp.ndarray], jnp.ndarray]
+
+
+@dataclass(frozen=True)
+class Matching:
+    """One ``ppermute``: ``perm`` pairs, each moving ``n_moved`` chunks, copied or reduced."""
+
+    perm: tuple[tuple[int, int], ...]
+    n_moved: int
+    reduce: bool
+
+
+@dataclass(frozen=True)
+class Segment:
+    """Consecutive rounds made of the same matchings, run as one loop over chunk-id tables.
+
+    ``send_ids[j][step, rank]`` are the chunks ``rank`` sends in matching j of round ``step``;
+    ``recv_ids`` likewise for the chunks it receives into. Shapes: (n_steps, n_ranks, n_moved).
+    """
+
+    matchings: tuple[Matching, ...]
+    send_ids: tuple[np.ndarray, ...]
+    recv_ids: tuple[np.ndarray, ...]
+
+    @property
+    def n_steps(self) -> int:
+        return self.send_ids[0].shape[0]
+
+
+def split_round(round_: Round) -> list[list[Transfer]]:
+    """Split a round into matchings (greedy, in transfer order)."""
+    groups: list[list[Transfer]] = []
+    for t in round_:
+        for group in groups:
+            same_kind = (len(group[0].chunks), group[0].reduce) == (len(t.chunks), t.reduce)
+            if same_kind and all(t.src != g.src and t.dst != g.dst for g in group):
+                group.append(t)
+                break
+        else:
+            groups.append([t])
+    return groups
+
+
+def _chunk_table(transfers: list[Transfer], n_ranks: int, side: str) -> np.ndarray:
+    """(n_ranks, n_moved) chunk ids by rank; ranks not taking part get 0..n_moved-1 (unused)."""
+    n_moved = len(transfers[0].chunks)
+    table = np.tile(np.arange(n_moved, dtype=np.int32), (n_ranks, 1))  # (n_ranks, n_moved)
+    for t in transfers:
+        table[getattr(t, side)] = t.chunks
+    return table
+
+
+@lru_cache(maxsize=256)
+def lower(schedule: Schedule) -> tuple[Segment, ...]:
+    """The schedule as segments of identical consecutive rounds (cached per schedule)."""
+    segments: list[tuple[tuple[Matching, ...], list, list]] = []
+    for round_ in schedule.rounds:
+        groups = split_round(round_)
+        matchings = tuple(
+            Matching(tuple((t.src, t.dst) for t in g), len(g[0].chunks), g[0].reduce)
+            for g in groups)
+        sends = [_chunk_table(g, schedule.n_ranks, "src") for g in groups]
+        recvs = [_chunk_table(g, schedule.n_ranks, "dst") for g in groups]
+        if segments and segments[-1][0] == matchings:
+            segments[-1][1].append(sends)
+            segments[-1][2].append(recvs)
+        else:
+            segments.append((matchings, [sends], [recvs]))
+    return tuple(
+        Segment(matchings,
+                tuple(np.stack(per_step) for per_step in zip(*sends)),  # (n_steps, n, n_moved)
+                tuple(np.stack(per_step) for per_step in zip(*recvs)))
+        for matchings, sends, recvs in segments if matchings)
+
+
+def _contiguous(table: np.ndarray) -> bool:
+    """True if every row of the table is a run c, c+1, ..., so a dynamic slice can serve."""
+    return bool(np.all(np.diff(table, axis=-1) == 1))
+
+
+def _take(buf, ids, contiguous: bool):
+    """Chunks ``ids`` of ``buf``: (n_moved, chunk_len)."""
+    if contiguous:
+        return lax.dynamic_slice_in_dim(buf, ids[0], ids.shape[0], axis=0)
+    return jnp.take(buf, ids, axis=0)
+
+
+def _put(buf, ids, values, contiguous: bool):
+    """``buf`` with chunks ``ids`` replaced by ``values``."""
+    if contiguous:
+        return lax.dynamic_update_slice_in_dim(buf, values, ids[0], axis=0)
+    return buf.at[ids].set(values)
+
+
+def _full_permutation(perm, n_ranks: int) -> tuple[tuple[int, int], ...]:
+    """``perm`` completed to a permutation of all ranks: idle ranks send to themselves, and the
+    leftover idle senders to the leftover idle receivers (data those receivers ignore)."""
+    senders = {src for src, _ in perm}
+    receivers = {dst for _, dst in perm}
+    idle_senders = [r for r in range(n_ranks) if r not in senders]
+    idle_receivers = [r for r in range(n_ranks) if r not in receivers]
+    both = [r for r in idle_senders if r in idle_receivers]
+    extra = [(r, r) for r in both] + list(zip([r for r in idle_senders if r not in both],
+                                              [r for r in idle_receivers if r not in both]))
+    return tuple(perm) + tuple(extra)
+
+
+def _in_shard_map(axis) -> bool:
+    """True if every name in ``axis`` is a manual (shard_map) mesh axis here.
+
+    Under ``vmap`` (and ``pmap``) the axis is not a mesh axis, and vmap's ``ppermute`` only
+    accepts permutations of all ranks.
+    """
+    names = axis if isinstance(axis, tuple) else (axis,)
+    manual = getattr(jax.sharding.get_abstract_mesh(), "manual_axes", ())
+    return all(name in manual for name in names)
+
+
+def _row(table: np.ndarray, step, me):
+    """``table[step, me]`` for a constant (n_steps, n_ranks, ...) table; ``step`` may be traced."""
+    if table.shape[0] == 1:
+        return lax.dynamic_index_in_dim(jnp.asarray(table[0]), me, 0, keepdims=False)
+    at_step = lax.dynamic_index_in_dim(jnp.asarray(table), step, 0, keepdims=False)
+    return lax.dynamic_index_in_dim(at_step, me, 0, keepdims=False)
+
+
+def _run_segment(segment: Segment, buf, axis, combine: Combine, n_ranks: int):
+    me = lax.axis_index(axis)
+    partial_ok = _in_shard_map(axis)
+    perms, receiver_masks = [], []
+    for matching in segment.matchings:
+        perms.append(matching.perm if partial_ok else _full_permutation(matching.perm, n_ranks))
+        receivers = np.zeros((1, n_ranks), dtype=bool)  # (1 step, n_ranks)
+        receivers[0, [dst for _, dst in matching.perm]] = True
+        receiver_masks.append(None if receivers.all() else receivers)
+    send_contiguous = [_contiguous(table) for table in segment.send_ids]
+    recv_contiguous = [_contiguous(table) for table in segment.recv_ids]
+
+    def one_round(step, buf):
+        # Every matching of the round reads the buffer as it was before the round.
+        outgoing = [_take(buf, _row(table, step, me), contiguous)
+                    for table, contiguous in zip(segment.send_ids, send_contiguous)]
+        for j, matching in enumerate(segment.matchings):
+            got = lax.ppermute(outgoing[j], axis, perm=perms[j])  # (n_moved, chunk_len)
+            ids = _row(segment.recv_ids[j], step, me)
+            if matching.reduce or receiver_masks[j] is not None:
+                old = _take(buf, ids, recv_contiguous[j])
+                if matching.reduce:
+                    got = combine(old, got)
+                if receiver_masks[j] is not None:  # ranks outside the matching keep theirs
+                    got = jnp.where(_row(receiver_masks[j], 0, me), got, old)
+            buf = _put(buf, ids, got, recv_contiguous[j])
+        return buf
+
+    if segment.n_steps == 1:
+        return one_round(0, buf)
+    return lax.fori_loop(0, segment.n_steps, one_round, buf)
+
+
+def execute(schedule: Schedule, blocks, axis, combine: Combine):
+    """Run ``schedule`` on this rank's ``(n_blocks, block_len)`` buffer; same shape back.
+
+    ``n_blocks`` must divide ``schedule.n_chunks``: each block is cut into
+    ``n_chunks // n_blocks`` chunks (padded with zeros at its end, which are cut off again).
+    """
+    n_blocks, block_len = blocks.shape
+    if schedule.n_chunks % n_blocks:
+        raise ValueError(f"{schedule.name}: {n_blocks} blocks do not divide "
+                         f"{schedule.n_chunks} chunks")
+    chunks_per_block = schedule.n_chunks // n_blocks
+    chunk_len = -(-block_len // chunks_per_block)
+    if chunk_len == 0 or not schedule.rounds:
+        return blocks
+    padded_len = chunks_per_block * chunk_len
+    buf = jnp.pad(blocks, ((0, 0), (0, padded_len - block_len)))  # (n_blocks, padded_len)
+    buf = buf.reshape(schedule.n_chunks, chunk_len)  # (n_chunks, chunk_len)
+    for segment in lower(schedule):
+        buf = _run_segment(segment, buf, axis, combine, schedule.n_ranks)
+    buf = buf.reshape(n_blocks, padded_len)  # (n_blocks, padded_len)
+    return buf[:, :block_len]

@@ -1,0 +1,116 @@
+"""Schedules: a collective algorithm as plain data, with no JAX in it.
+
+Every rank holds the same buffer layout: ``n_chunks`` chunks of equal length. A schedule is a
+list of rounds; a round is a set of transfers that happen at the same time (every transfer of a
+round reads the buffers as they were before the round); a transfer moves some chunks from one
+rank to another and either copies them over the receiver's chunks or reduces into them.
+
+The ring reduce-scatter is then almost the seed's pseudocode::
+
+    Schedule.build("ring reduce_scatter", n, n_chunks=n, rounds=[
+        [Transfer(r, (r + 1) % n, (r - step - 1) % n, reduce=True) for r in range(n)]
+        for step in range(n - 1)])
+
+Schedules concatenate with ``+`` (ring allreduce = ring reduce_scatter + ring allgather).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable
+
+
+@dataclass(frozen=True)
+class Transfer:
+    """``src`` sends its chunks ``chunks`` to ``dst``, which copies or reduces them in place."""
+
+    src: int
+    dst: int
+    chunks: tuple[int, ...]
+    reduce: bool
+
+    def __init__(self, src: int, dst: int, chunks: int | Iterable[int], reduce: bool):
+        chunks = (chunks,) if isinstance(chunks, int) else tuple(chunks)
+        object.__setattr__(self, "src", int(src))
+        object.__setattr__(self, "dst", int(dst))
+        object.__setattr__(self, "chunks", tuple(int(c) for c in chunks))
+        object.__setattr__(self, "reduce", bool(reduce))
+
+    def __str__(self) -> str:
+        ids = ",".join(map(str, self.chunks))
+        return f"{self.src}->{self.dst} [{ids}]{'+' if self.reduce else '='}"
+
+
+@dataclass(frozen=True)
+class Round:
+    """Transfers that happen at the same time; each reads the state before the round."""
+
+    transfers: tuple[Transfer, ...]
+
+    def __init__(self, transfers: Iterable[Transfer]):
+        object.__setattr__(self, "transfers", tuple(transfers))
+
+    def __iter__(self):
+        return iter(self.transfers)
+
+    def __len__(self) -> int:
+        return len(self.transfers)
+
+    def __str__(self) -> str:
+        return "  ".join(str(t) for t in self.transfers)
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """An algorithm on ``n_ranks`` ranks whose buffers hold ``n_chunks`` chunks each."""
+
+    name: str
+    n_ranks: int
+    n_chunks: int
+    rounds: tuple[Round, ...]
+
+    @classmethod
+    def build(cls, name: str, n_ranks: int, *, n_chunks: int,
+              rounds: Iterable[Iterable[Transfer]]) -> "Schedule":
+        """Make a schedule from nested iterables of transfers, checking every index."""
+        schedule = cls(name, n_ranks, n_chunks, tuple(Round(r) for r in rounds))
+        schedule.check_indices()
+        return schedule
+
+    def check_indices(self) -> None:
+        """Raise ValueError if a transfer names a rank or chunk outside the schedule."""
+        if self.n_ranks < 1 or self.n_chunks < 1:
+            raise ValueError(f"{self.name}: n_ranks={self.n_ranks} and n_chunks={self.n_chunks} "
+                             "must both be >= 1")
+        for index, round_ in enumerate(self.rounds):
+            for t in round_:
+                bad_rank = not (0 <= t.src < self.n_ranks and 0 <= t.dst < self.n_ranks)
+                bad_chunk = not t.chunks or any(not 0 <= c < self.n_chunks for c in t.chunks)
+                if bad_rank or bad_chunk or t.src == t.dst:
+                    raise ValueError(f"{self.name}: round {index} has an invalid transfer {t} "
+                                     f"(ranks 0..{self.n_ranks - 1}, chunks "
+                                     f"0..{self.n_chunks - 1}, src != dst)")
+
+    def __add__(self, other: "Schedule") -> "Schedule":
+        if (self.n_ranks, self.n_chunks) != (other.n_ranks, other.n_chunks):
+            raise ValueError(f"cannot concatenate {self.name!r} (n_ranks={self.n_ranks}, "
+                             f"n_chunks={self.n_chunks}) and {other.name!r} "
+                             f"(n_ranks={other.n_ranks}, n_chunks={other.n_chunks})")
+        return Schedule(f"{self.name} + {other.name}", self.n_ranks, self.n_chunks,
+                        self.rounds + other.rounds)
+
+    @property
+    def n_rounds(self) -> int:
+        return len(self.rounds)
+
+    def __str__(self) -> str:
+        header = (f"{self.name}: {self.n_ranks} ranks, {self.n_chunks} chunks, "
+                  f"{self.n_rounds} rounds   (src->dst [chunks], '+' reduce, '=' copy)")
+        width = len(str(max(self.n_rounds - 1, 0)))
+        lines = [header] + [f"  round {i:>{width}} | {r}" for i, r in enumerate(self.rounds)]
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return (f"Schedule({self.name!r}, n_ranks={self.n_ranks}, n_chunks={self.n_chunks}, "
+                f"n_rounds={self.n_rounds})")
+

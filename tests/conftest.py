@@ -1,0 +1,9 @@
+"""8 fake CPU devices, set before any JAX work; sub-meshes of the first n devices give n = 1..8."""
+
+import os
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+import jax  # noqa: E402
+
+jax.config.update("jax_num_cpu_devices", 8)

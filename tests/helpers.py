@@ -1,0 +1,48 @@
+"""Shared meshes, cached jitted shard_maps and exact comparisons for the tests."""
+
+from functools import lru_cache
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh, PartitionSpec as P
+
+AXIS = "i"
+DTYPES = (jnp.float32, jnp.bfloat16, jnp.int32)
+COUNTS = (0, 1, 4, 7, 64, 100, 1000, 10000)  # elements per rank, as Gloo's tests sweep
+
+
+@lru_cache(maxsize=None)
+def mesh(n: int, shape: tuple[int, ...] | None = None, names: tuple[str, ...] = (AXIS,)) -> Mesh:
+    """A mesh of the first n CPU devices (reshaped to ``shape`` when given)."""
+    devices = np.array(jax.devices()[:n]).reshape(shape or (n,))
+    return Mesh(devices, names)
+
+
+@lru_cache(maxsize=None)
+def per_rank(fn, n: int, check_vma: bool = True):
+    """jit(shard_map(fn)) over n ranks: every argument and result has a leading rank axis.
+
+    ``fn`` sees each argument (a pytree) without its rank axis and returns a pytree of
+    per-rank arrays.
+    """
+    def body(*args):
+        out = fn(*jax.tree_util.tree_map(lambda a: a[0], args))
+        return jax.tree_util.tree_map(lambda y: y[None], out)
+
+    return jax.jit(jax.shard_map(body, mesh=mesh(n), in_specs=P(AXIS), out_specs=P(AXIS),
+                                 check_vma=check_vma))
+
+
+def exact_inputs(n: int, shape, dtype, seed: int = 0) -> jnp.ndarray:
+    """(n, *shape) small integers in ``dtype``: every sum of them is exact in any order."""
+    rng = np.random.default_rng(seed)
+    return jnp.asarray(rng.integers(-8, 9, size=(n, *shape)), dtype=dtype)
+
+
+def assert_same(got, want, what: str = "") -> None:
+    """Equal shapes, dtypes and values, bit for bit."""
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.shape == want.shape and got.dtype == want.dtype, (
+        f"{what}: got {got.dtype}{got.shape}, want {want.dtype}{want.shape}")
+    np.testing.assert_array_equal(got, want, err_msg=what)

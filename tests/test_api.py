@@ -1,0 +1,173 @@
+"""Pytrees, gradients, jit vs eager, vmap, tuple axes, replication typing, HLO evidence."""
+
+import re
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax import lax
+from jax.sharding import PartitionSpec as P
+
+import jaxcoll
+from helpers import AXIS, assert_same, exact_inputs, mesh, per_rank
+
+ALGORITHMS = ("ring", "naive")
+
+
+def _tree(n):
+    """A dict of mixed shapes and two dtypes (per rank: leading axis n)."""
+    return {"w": exact_inputs(n, (3, 2 * n), jnp.float32, 1),
+            "b": exact_inputs(n, (2 * n,), jnp.float32, 2),
+            "step": exact_inputs(n, (n,), jnp.int32, 3),
+            "nested": [exact_inputs(n, (1, n), jnp.float32, 4), exact_inputs(n, (2 * n,), jnp.int32, 5)]}
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_pytree_matches_builtin_per_leaf(algorithm):
+    n = 4
+
+    def fn(tree):
+        ours = (jaxcoll.allreduce(tree, AXIS, algorithm=algorithm),
+                jaxcoll.reduce_scatter(tree, AXIS, dim=-1, tiled=True, algorithm=algorithm),
+                jaxcoll.allgather(tree, AXIS, dim=0, algorithm=algorithm))
+        ref = (jax.tree_util.tree_map(lambda x: lax.psum(x, AXIS), tree),
+               jax.tree_util.tree_map(lambda x: lax.psum_scatter(
+                   x, AXIS, scatter_dimension=x.ndim - 1, tiled=True), tree),
+               jax.tree_util.tree_map(lambda x: lax.all_gather(x, AXIS, axis=0), tree))
+        return ours, ref
+
+    ours, ref = per_rank(fn, n)(_tree(n))
+    assert jax.tree_util.tree_structure(ours) == jax.tree_util.tree_structure(ref)
+    for got, want in zip(jax.tree_util.tree_leaves(ours), jax.tree_util.tree_leaves(ref)):
+        assert_same(got, want)
+
+
+def test_pytree_costs_one_collective_per_dtype():
+    """Leaves of one dtype are packed: two dtypes -> two ring allreduces, however many leaves."""
+    n = 4
+    program = per_rank(lambda tree: jaxcoll.ring_allreduce(tree, AXIS), n)
+    jaxpr = str(jax.make_jaxpr(program)(_tree(n)))
+    # A ring allreduce is 2 folded loops of one ppermute each: 2 dtypes -> 4 ppermutes.
+    assert jaxpr.count("ppermute[") == 4
+
+
+def _grad_of(primitive, algorithm, n, check_vma):
+    """Gradient of a weighted sum of the collective's per-rank outputs."""
+    call = {"allreduce": lambda x: jaxcoll.allreduce(x, AXIS, algorithm=algorithm),
+            "reduce_scatter": lambda x: jaxcoll.reduce_scatter(x, AXIS, tiled=True,
+                                                               algorithm=algorithm),
+            "allgather": lambda x: jaxcoll.allgather(x, AXIS, algorithm=algorithm)}[primitive]
+    collective = jax.shard_map(lambda x: call(x[0])[None], mesh=mesh(n), in_specs=P(AXIS),
+                               out_specs=P(AXIS), check_vma=check_vma)
+
+    def loss(x):
+        out = collective(x)
+        weights = jnp.cos(jnp.arange(out.size, dtype=out.dtype)).reshape(out.shape)
+        return jnp.sum(jnp.sin(out) * weights)
+
+    return jax.jit(jax.grad(loss))
+
+
+@pytest.mark.parametrize("check_vma", [True, False])
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@pytest.mark.parametrize("primitive", ["allreduce", "reduce_scatter", "allgather"])
+def test_grad_matches_builtin(primitive, algorithm, check_vma):
+    n = 5
+    x = jnp.asarray(np.random.default_rng(0).normal(size=(n, 2 * n)), jnp.float32)
+    got = _grad_of(primitive, algorithm, n, check_vma)(x)
+    want = _grad_of(primitive, "xla", n, check_vma)(x)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_same_with_and_without_jit():
+    n = 4
+    x = exact_inputs(n, (10,), jnp.float32)
+    fn = jax.shard_map(lambda b: jaxcoll.ring_allreduce(b, AXIS, op="max"), mesh=mesh(n),
+                       in_specs=P(AXIS), out_specs=P(AXIS))
+    assert_same(fn(x), jax.jit(fn)(x))
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_vmap_with_axis_name(algorithm):
+    n = 5
+    x = exact_inputs(n, (n, 3), jnp.int32)
+
+    def both(b):
+        return ((jaxcoll.allreduce(b, "v", algorithm=algorithm),
+                 jaxcoll.reduce_scatter(b, "v", algorithm=algorithm),
+                 jaxcoll.allgather(b, "v", dim=1, algorithm=algorithm)),
+                (lax.psum(b, "v"), lax.psum_scatter(b, "v"), lax.all_gather(b, "v", axis=1)))
+
+    ours, ref = jax.vmap(both, axis_name="v")(x)
+    for got, want in zip(ours, ref):
+        assert_same(got, want)
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_tuple_axis_is_row_major_product(algorithm):
+    grid = mesh(8, (2, 4), ("a", "b"))
+    axes = ("a", "b")
+    x = exact_inputs(8, (2, 8), jnp.float32)
+
+    def fn(b):
+        b = b[0]
+        ours = (jaxcoll.allreduce(b, axes, algorithm=algorithm),
+                jaxcoll.reduce_scatter(b, axes, dim=1, tiled=True, algorithm=algorithm),
+                jaxcoll.allgather(b, axes, algorithm=algorithm))
+        ref = (lax.psum(b, axes), lax.psum_scatter(b, axes, scatter_dimension=1, tiled=True),
+               lax.all_gather(b, axes))
+        return jax.tree_util.tree_map(lambda y: y[None], (ours, ref))
+
+    ours, ref = jax.jit(jax.shard_map(fn, mesh=grid, in_specs=P(axes), out_specs=P(axes)))(x)
+    for got, want in zip(ours, ref):
+        assert_same(got, want)
+
+
+def test_replicated_out_specs_need_check_vma_false():
+    """ppermute results are typed 'varying': out_specs=P() needs check_vma=False (documented)."""
+    n = 4
+    x = exact_inputs(n, (6,), jnp.float32)
+
+    def step(check_vma):
+        return jax.jit(jax.shard_map(lambda b: jaxcoll.ring_allreduce(b[0], AXIS), mesh=mesh(n),
+                                     in_specs=P(AXIS), out_specs=P(), check_vma=check_vma))
+
+    assert_same(step(False)(x), x.sum(0))
+    with pytest.raises(ValueError, match="check_vma=False"):
+        step(True)(x)
+
+
+HLO_COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all")
+
+
+def _hlo(primitive, algorithm, n):
+    call = {"allreduce": lambda b: jaxcoll.allreduce(b, AXIS, algorithm=algorithm),
+            "reduce_scatter": lambda b: jaxcoll.reduce_scatter(b, AXIS, tiled=True,
+                                                               algorithm=algorithm),
+            "allgather": lambda b: jaxcoll.allgather(b, AXIS, algorithm=algorithm)}[primitive]
+    x = jnp.zeros((n, 8 * n), jnp.float32)
+    return per_rank(call, n).lower(x).compile().as_text()
+
+
+def _count_permutes(hlo: str) -> int:
+    return len(re.findall(r"= \S+ collective-permute(?:-start)?\(", hlo))
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@pytest.mark.parametrize("primitive", ["allreduce", "reduce_scatter", "allgather"])
+def test_hlo_holds_only_collective_permutes(primitive, algorithm):
+    hlo = _hlo(primitive, algorithm, 8)
+    assert _count_permutes(hlo) > 0
+    for op in HLO_COLLECTIVES:
+        assert not re.search(rf"\b{op}(-start)?\(", hlo), f"{primitive} {algorithm} uses {op}"
+
+
+def test_xla_reference_uses_builtin_collective():
+    assert re.search(r"\ball-reduce(-start)?\(", _hlo("allreduce", "xla", 8))
+
+
+def test_ring_program_size_does_not_grow_with_n():
+    """The n-1 rounds of each ring phase are one fori_loop: 2 collective-permutes at any n."""
+    assert _count_permutes(_hlo("allreduce", "ring", 4)) == 2
+    assert _count_permutes(_hlo("allreduce", "ring", 8)) == 2

@@ -1,0 +1,70 @@
+"""Misuse gets a ValueError/TypeError from jaxcoll, naming the argument, before XLA sees it."""
+
+import jax
+import jax.numpy as jnp
+import pytest
+from jax.sharding import PartitionSpec as P
+
+import jaxcoll
+from helpers import AXIS, mesh
+
+N = 4
+
+
+def trace(fn, x):
+    """Trace ``fn`` per rank on 4 ranks (no compile): errors surface at trace time."""
+    per_rank = jax.shard_map(lambda b: fn(b[0])[None], mesh=mesh(N), in_specs=P(AXIS),
+                             out_specs=P(AXIS))
+    return jax.eval_shape(per_rank, jax.ShapeDtypeStruct((N, *x.shape), x.dtype))
+
+
+f32 = jnp.zeros((3,), jnp.float32)  # per rank
+i32 = jnp.zeros((3,), jnp.int32)
+
+MISUSES = [
+    (lambda b: jaxcoll.allreduce(b, AXIS, algorithm="rign"), f32, ValueError,
+     r"algorithm='rign' is not one of auto, xla, naive, ring"),
+    (lambda b: jaxcoll.allreduce(b, AXIS, op="prod"), f32, ValueError,
+     r"op='prod' is not one of sum, mean, max, min"),
+    (lambda b: jaxcoll.allreduce(b, "dp"), f32, ValueError,
+     r"axis='dp' is not a bound axis name; the bound axis names here are \('i',\)"),
+    (lambda b: jaxcoll.allreduce(b, ["i"]), f32, TypeError, r"axis=\['i'\] must be a mesh axis"),
+    (lambda b: jaxcoll.allreduce(b, AXIS, op="mean"), i32, TypeError,
+     r"op='mean' needs a floating dtype, got int32"),
+    (lambda b: jaxcoll.allreduce(b > 0, AXIS), f32, TypeError, r"does not take bool"),
+    (lambda b: jaxcoll.allreduce(b.astype(jnp.complex64), AXIS, op="max"), f32, TypeError,
+     r"op='max' is not defined for complex"),
+    (lambda b: jaxcoll.allreduce({"a": b, "name": "x"}, AXIS), f32, TypeError,
+     r"x has a leaf of type str"),
+    (lambda b: jaxcoll.reduce_scatter(b, AXIS), f32, ValueError,
+     r"tiled=False needs dimension dim=0 of a leaf of shape \(3,\) to equal the axis size 4"),
+    (lambda b: jaxcoll.reduce_scatter(b, AXIS, tiled=True), f32, ValueError,
+     r"tiled=True needs dimension dim=0 .* to be a multiple of the axis size 4"),
+    (lambda b: jaxcoll.reduce_scatter(b[0], AXIS), f32, ValueError,
+     r"a 0-d leaf cannot be scattered"),
+    (lambda b: jaxcoll.reduce_scatter(b, AXIS, dim=1), f32, ValueError,
+     r"dim=1 is out of range for a leaf of shape \(3,\); allowed: -1..0"),
+    (lambda b: jaxcoll.allgather(b, AXIS, dim=2), f32, ValueError,
+     r"dim=2 is out of range .* allowed: -2..1"),
+    (lambda b: jaxcoll.allgather(b, AXIS, dim=1.0), f32, TypeError, r"dim=1.0 must be an int"),
+    (lambda b: jaxcoll.allgather(b[0], AXIS, tiled=True), f32, ValueError,
+     r"tiled=True cannot concatenate 0-d leaves"),
+]
+
+
+@pytest.mark.parametrize("fn, x, error, message", MISUSES)
+def test_misuse_is_named(fn, x, error, message):
+    with pytest.raises(error, match=message) as info:
+        trace(fn, x)
+    assert str(info.value).startswith("jaxcoll.")
+
+
+def test_outside_shard_map_says_where_to_call():
+    with pytest.raises(ValueError, match=r"no axis is bound here: call it inside jax.shard_map"):
+        jaxcoll.allreduce(jnp.ones(3), "dp")
+
+
+def test_algorithms_lists_names():
+    assert jaxcoll.algorithms("allreduce") == ("auto", "xla", "naive", "ring")
+    with pytest.raises(ValueError, match=r"primitive='broadcast' is not one of"):
+        jaxcoll.algorithms("broadcast")

@@ -1,0 +1,111 @@
+"""Schedule objects, and the executor against a plain-numpy simulation of any schedule."""
+
+from functools import lru_cache
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax import lax
+
+from helpers import AXIS, assert_same, per_rank
+from jaxcoll.algorithms import build_schedule
+from jaxcoll.execute import execute, lower, split_round
+from jaxcoll.schedule import Round, Schedule, Transfer
+
+
+def simulate(schedule: Schedule, buffers: np.ndarray) -> np.ndarray:
+    """The meaning of a schedule, in numpy: buffers (n_ranks, n_chunks, chunk_len)."""
+    buffers = buffers.copy()
+    for round_ in schedule.rounds:
+        before = buffers.copy()  # every transfer of a round reads the state before it
+        for t in round_:
+            sent = before[t.src, list(t.chunks)]
+            if t.reduce:
+                buffers[t.dst, list(t.chunks)] += sent
+            else:
+                buffers[t.dst, list(t.chunks)] = sent
+    return buffers
+
+
+def random_schedule(n: int, rng) -> Schedule:
+    """Random rounds: ranks may send and receive several times a round, any chunk ids. A chunk
+    copied into in a round is written by nothing else in it (else the round has no meaning);
+    several reduces into one chunk are fine."""
+    n_chunks = int(rng.integers(1, 6))
+    rounds = []
+    for _ in range(int(rng.integers(1, 5))):
+        transfers, written = [], {}  # (dst, chunk) -> "copy" or "reduce"
+        for _ in range(int(rng.integers(1, 2 * n + 1))):
+            src, dst = (int(r) for r in rng.choice(n, size=2, replace=False))
+            n_moved = int(rng.integers(1, n_chunks + 1))
+            chunks = [int(c) for c in rng.choice(n_chunks, size=n_moved, replace=False)]
+            kind = "reduce" if rng.integers(2) else "copy"
+            clash = [written.get((dst, c)) for c in chunks]
+            if "copy" in clash or (kind == "copy" and any(clash)):
+                continue
+            written.update({(dst, c): kind for c in chunks})
+            transfers.append(Transfer(src, dst, chunks, kind == "reduce"))
+        rounds.append(transfers)
+    return Schedule.build(f"random n={n}", n, n_chunks=n_chunks, rounds=rounds)
+
+
+@lru_cache(maxsize=None)
+def random_program(n: int, seed: int):
+    rng = np.random.default_rng(seed)
+    schedules = [random_schedule(n, rng) for _ in range(4)]
+    program = per_rank(lambda bufs: [execute(s, b, AXIS, lax.add) for s, b in zip(schedules, bufs)],
+                       n)
+    return schedules, program
+
+
+@pytest.mark.parametrize("n", range(2, 9))
+def test_executor_matches_simulation_of_random_schedules(n):
+    schedules, program = random_program(n, seed=n)
+    rng = np.random.default_rng(100 + n)
+    buffers = [rng.integers(-50, 50, size=(n, s.n_chunks, 3)).astype(np.int32) for s in schedules]
+    for schedule, buf, got in zip(schedules, buffers, program([jnp.asarray(b) for b in buffers])):
+        assert_same(got, simulate(schedule, buf), str(schedule))
+
+
+def test_round_where_a_rank_sends_twice_is_split():
+    round_ = Round([Transfer(0, 1, 0, True), Transfer(0, 2, 1, True), Transfer(3, 1, 2, True)])
+    groups = split_round(round_)
+    assert [[(t.src, t.dst) for t in g] for g in groups] == [[(0, 1)], [(0, 2), (3, 1)]]
+
+
+def test_ring_rounds_fold_into_one_segment_per_phase():
+    segments = lower(build_schedule("allreduce", "ring", 8))
+    assert [s.n_steps for s in segments] == [7, 7]
+    assert [s.matchings[0].reduce for s in segments] == [True, False]
+
+
+def test_str_prints_rounds_as_a_table():
+    text = str(build_schedule("allgather", "naive", 3))
+    assert text.splitlines() == [
+        "naive allgather: 3 ranks, 3 chunks, 4 rounds   (src->dst [chunks], '+' reduce, '=' copy)",
+        "  round 0 | 1->0 [1]=",
+        "  round 1 | 2->0 [2]=",
+        "  round 2 | 0->1 [0,1,2]=",
+        "  round 3 | 0->2 [0,1,2]="]
+    assert repr(build_schedule("allreduce", "ring", 4)) == (
+        "Schedule('ring reduce_scatter + ring allgather', n_ranks=4, n_chunks=4, n_rounds=6)")
+
+
+def test_concatenation_needs_matching_layouts():
+    with pytest.raises(ValueError, match="cannot concatenate"):
+        build_schedule("allreduce", "ring", 4) + build_schedule("allreduce", "naive", 4)
+
+
+@pytest.mark.parametrize("transfer", [Transfer(0, 4, 0, True), Transfer(0, 1, 9, True),
+                                      Transfer(1, 1, 0, False), Transfer(0, 1, (), False)])
+def test_bad_transfers_are_rejected(transfer):
+    with pytest.raises(ValueError, match="invalid transfer"):
+        Schedule.build("bad", 4, n_chunks=2, rounds=[[transfer]])
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 8])
+def test_textbook_round_counts(n):
+    assert build_schedule("allreduce", "ring", n).n_rounds == 2 * (n - 1)
+    assert build_schedule("reduce_scatter", "ring", n).n_rounds == n - 1
+    assert build_schedule("allgather", "ring", n).n_rounds == n - 1
+    assert build_schedule("allreduce", "naive", n).n_rounds == 2 * (n - 1)
