@@ -155,6 +155,21 @@ def _row(table: np.ndarray, step, me):
     return lax.dynamic_index_in_dim(at_step, me, 0, keepdims=False)
 
 
+def _as_varying(x, axis):
+    """``x`` typed as varying over every name in ``axis`` (as a ppermute result is).
+
+    A replicated input (``in_specs=P()``, a constant) is typed invariant under ``check_vma``;
+    casting it first keeps the fori_loop carry's type fixed. Names it already varies over are
+    left alone (``pcast`` refuses varying -> varying).
+    """
+    for name in axis if isinstance(axis, tuple) else (axis,):
+        try:
+            x = lax.pcast(x, name, to="varying")
+        except ValueError:
+            pass
+    return x
+
+
 def _run_segment(segment: Segment, buf, axis, combine: Combine, n_ranks: int):
     me = lax.axis_index(axis)
     partial_ok = _in_shard_map(axis)
@@ -203,6 +218,7 @@ def execute(schedule: Schedule, blocks, axis, combine: Combine):
     if chunk_len == 0 or not schedule.rounds:
         return blocks
     padded_len = chunks_per_block * chunk_len
+    blocks = _as_varying(blocks, axis)
     buf = jnp.pad(blocks, ((0, 0), (0, padded_len - block_len)))  # (n_blocks, padded_len)
     buf = buf.reshape(schedule.n_chunks, chunk_len)  # (n_chunks, chunk_len)
     for segment in lower(schedule):

@@ -171,3 +171,26 @@ def test_ring_program_size_does_not_grow_with_n():
     """The n-1 rounds of each ring phase are one fori_loop: 2 collective-permutes at any n."""
     assert _count_permutes(_hlo("allreduce", "ring", 4)) == 2
     assert _count_permutes(_hlo("allreduce", "ring", 8)) == 2
+
+
+@pytest.mark.parametrize("check_vma", [True, False])
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_replicated_input_and_python_scalar(algorithm, check_vma):
+    """An input typed invariant (in_specs=P(), or a constant) works like a per-rank one."""
+    n = 4
+    x = exact_inputs(1, (2 * n,), jnp.float32)[0]
+
+    def fn(p):
+        ours = (jaxcoll.allreduce(p, AXIS, algorithm=algorithm),
+                jaxcoll.reduce_scatter(p, AXIS, tiled=True, algorithm=algorithm),
+                jaxcoll.allgather(p, AXIS, algorithm=algorithm),
+                jaxcoll.allreduce(3.0, AXIS, algorithm=algorithm))
+        ref = (lax.psum(p, AXIS), lax.psum_scatter(p, AXIS, tiled=True), lax.all_gather(p, AXIS),
+               jnp.asarray(lax.psum(3.0, AXIS), jnp.float32))
+        return jax.tree_util.tree_map(lambda y: y[None], (ours, ref))
+
+    program = jax.jit(jax.shard_map(fn, mesh=mesh(n), in_specs=P(), out_specs=P(AXIS),
+                                    check_vma=check_vma))
+    ours, ref = program(x)
+    for got, want in zip(ours, ref):
+        assert_same(got, want)
