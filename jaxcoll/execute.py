@@ -1,7 +1,8 @@
 """The one executor: lowers any :class:`~jaxcoll.schedule.Schedule` to ``lax.ppermute`` calls.
 
-This is the only module that touches JAX collectives. It runs inside ``shard_map`` (or
-``vmap`` with an ``axis_name``), on every rank at once:
+Every algorithm reaches the devices through here (only the ``xla`` references in
+``collectives.py`` call other ``lax`` collectives). It runs inside ``shard_map`` (or ``vmap``
+with an ``axis_name``), on every rank at once:
 
 1. The caller's ``(n_blocks, block_len)`` buffer is padded and cut into the schedule's
    ``(n_chunks, chunk_len)`` layout.
@@ -210,6 +211,9 @@ def execute(schedule: Schedule, blocks, axis, combine: Combine):
     ``n_chunks // n_blocks`` chunks (padded with zeros at its end, which are cut off again).
     """
     n_blocks, block_len = blocks.shape
+    if lax.axis_size(axis) != schedule.n_ranks:
+        raise ValueError(f"{schedule.name}: the schedule is for {schedule.n_ranks} ranks but "
+                         f"axis {axis!r} has {lax.axis_size(axis)}")
     if schedule.n_chunks % n_blocks:
         raise ValueError(f"{schedule.name}: {n_blocks} blocks do not divide "
                          f"{schedule.n_chunks} chunks")

@@ -109,3 +109,10 @@ def test_textbook_round_counts(n):
     assert build_schedule("reduce_scatter", "ring", n).n_rounds == n - 1
     assert build_schedule("allgather", "ring", n).n_rounds == n - 1
     assert build_schedule("allreduce", "naive", n).n_rounds == 2 * (n - 1)
+
+
+def test_executor_rejects_a_schedule_for_another_rank_count():
+    program = per_rank(lambda b: execute(build_schedule("allreduce", "ring", 3), b, AXIS, lax.add),
+                       4)
+    with pytest.raises(ValueError, match="the schedule is for 3 ranks but axis 'i' has 4"):
+        program(jnp.zeros((4, 1, 6)))
