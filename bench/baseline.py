@@ -1,10 +1,12 @@
-"""Baseline timing: ring allreduce vs psum, naive vs ring, on fake CPU devices.
+"""Baseline timings: each algorithm of a collective as a ratio to ``xla``, on fake CPU devices.
 
-    python bench/baseline.py [--mib 16] [--devices 8] [--repeats 15]
+    python bench/baseline.py --op allreduce --sizes 16MiB
+    python bench/baseline.py --op broadcast --sizes 1KiB,16MiB
 
-Each algorithm is compiled and warmed up first; then the algorithms run in alternation
+Every program is compiled, checked and warmed up first; then the algorithms run in alternation
 (A B C A B C ...) so that drift on a shared machine hits all alike, and medians are reported.
-The full nccl-tests style benchmark is a later issue; this is the baseline it starts from.
+Sizes are bytes of float32 input per device. The full nccl-tests style benchmark is a later
+issue; this is the baseline it starts from.
 """
 
 import argparse
@@ -12,53 +14,71 @@ import statistics
 import sys
 import time
 
+UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
+
+
+def parse_size(text: str) -> int:
+    for unit in sorted(UNITS, key=len, reverse=True):
+        if text.endswith(unit):
+            return int(float(text[: -len(unit)]) * UNITS[unit])
+    return int(text)
+
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--mib", type=float, default=16.0, help="MiB per device (float32)")
+    parser.add_argument("--op", default="allreduce")
+    parser.add_argument("--sizes", default="16MiB", help="comma-separated, e.g. 1KiB,16MiB")
+    parser.add_argument("--algorithms", default="all", help="comma-separated, or 'all'")
     parser.add_argument("--devices", type=int, default=8)
-    parser.add_argument("--repeats", type=int, default=15)
-    parser.add_argument("--algorithms", default="xla,ring,naive")
+    parser.add_argument("--repeats", type=int, default=21)
+    parser.add_argument("--root", type=int, default=0)
     args = parser.parse_args(argv)
 
     import jax
     jax.config.update("jax_num_cpu_devices", args.devices)
     import jax.numpy as jnp
     import numpy as np
-    from jax.sharding import Mesh, PartitionSpec as P
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
     import jaxcoll
 
     n = args.devices
+    names = jaxcoll.algorithms(args.op)[1:]  # without "auto"; "xla" first
+    if args.algorithms != "all":
+        names = ["xla"] + [a for a in args.algorithms.split(",") if a != "xla"]
     mesh = Mesh(np.array(jax.devices()[:n]), ("i",))
-    count = int(args.mib * 2**20 / 4)
-    x = jax.device_put(jnp.ones((n, count), jnp.float32),
-                       jax.sharding.NamedSharding(mesh, P("i")))
-    algorithms = args.algorithms.split(",")
-    programs = {
-        name: jax.jit(jax.shard_map(lambda b, name=name: jaxcoll.allreduce(b, "i", algorithm=name),
-                                    mesh=mesh, in_specs=P("i"), out_specs=P("i")))
-        for name in algorithms}
-    for name, program in programs.items():  # compile and warm up; check the answer
-        out = program(x).block_until_ready()
-        assert float(out[0, 0]) == n, (name, float(out[0, 0]))
-        program(x).block_until_ready()
-    times = {name: [] for name in algorithms}
-    for _ in range(args.repeats):
-        for name, program in programs.items():
-            start = time.perf_counter()
-            program(x).block_until_ready()
-            times[name].append(time.perf_counter() - start)
-    median = {name: statistics.median(ts) for name, ts in times.items()}
-    print(f"allreduce, {n} fake CPU devices, float32, {args.mib:g} MiB per device, "
-          f"median of {args.repeats}, jax {jax.__version__}")
-    for name in algorithms:
-        spread = f"{min(times[name]) * 1e3:.1f}..{max(times[name]) * 1e3:.1f}"
-        print(f"  {name:<8} {median[name] * 1e3:9.1f} ms   (min..max {spread} ms)")
-    if {"xla", "ring"} <= set(median):
-        print(f"  ring / xla   = {median['ring'] / median['xla']:.2f}")
-    if {"ring", "naive"} <= set(median):
-        print(f"  naive / ring = {median['naive'] / median['ring']:.2f}")
+    kwargs = {"root": args.root} if args.op in ("broadcast", "reduce", "gather", "scatter") else {}
+    if args.op in ("reduce_scatter", "scatter"):
+        kwargs["tiled"] = True
+
+    def program(name):
+        fn = getattr(jaxcoll, args.op)
+        return jax.jit(jax.shard_map(lambda b: fn(b[0], "i", algorithm=name, **kwargs)[None],
+                                     mesh=mesh, in_specs=P("i"), out_specs=P("i")))
+
+    print(f"{args.op}, {n} fake CPU devices, float32, median of {args.repeats} (alternating), "
+          f"jax {jax.__version__}")
+    for size in [parse_size(s) for s in args.sizes.split(",")]:
+        count = max(n, size // 4 // n * n)
+        x = jax.device_put(jnp.asarray(np.random.default_rng(0).integers(-8, 9, (n, count)),
+                                       jnp.float32), NamedSharding(mesh, P("i")))
+        programs = {name: program(name) for name in names}
+        reference = np.asarray(programs["xla"](x))
+        for name, prog in programs.items():  # compile, check, warm up
+            assert (np.asarray(prog(x)) == reference).all(), f"{name} differs from xla"
+            prog(x).block_until_ready()
+        times = {name: [] for name in names}
+        for _ in range(args.repeats):
+            for name, prog in programs.items():
+                start = time.perf_counter()
+                prog(x).block_until_ready()
+                times[name].append(time.perf_counter() - start)
+        xla = statistics.median(times["xla"])
+        print(f"  {count * 4} bytes per device")
+        for name in names:
+            median = statistics.median(times[name])
+            print(f"    {name:<22} {median * 1e3:9.3f} ms  (min {min(times[name]) * 1e3:.3f}, "
+                  f"max {max(times[name]) * 1e3:.3f})   / xla = {median / xla:6.2f}")
     return 0
 
 

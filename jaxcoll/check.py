@@ -15,8 +15,11 @@ from jax.sharding import Mesh, PartitionSpec as P
 
 from . import collectives
 from .algorithms import SCHEDULES
+from .execute import after, serialize_collectives
 
 AXIS = "ranks"
+ROOTED = ("broadcast", "reduce", "gather", "scatter")
+SCATTERING = ("reduce_scatter", "scatter")  # x is cut into n blocks: counts rounded up to n
 
 
 @dataclass(frozen=True)
@@ -32,16 +35,35 @@ class Row:
         return self.max_error == 0.0
 
 
-def _call(primitive: str, algorithm: str, x):
-    if primitive == "reduce_scatter":
-        return collectives.reduce_scatter(x, AXIS, tiled=True, algorithm=algorithm)
-    return getattr(collectives, primitive)(x, AXIS, algorithm=algorithm)
+def _call(primitive: str, algorithm: str, x, n: int):
+    """One collective; rooted ones use the last rank as root, so relabelling is exercised."""
+    fn = getattr(collectives, primitive)
+    kwargs = {"root": n - 1} if primitive in ROOTED else {}
+    if primitive in SCATTERING:
+        kwargs["tiled"] = True
+    return fn(x, AXIS, algorithm=algorithm, **kwargs)
+
+
+def ours_and_reference(cases, inputs, ours, reference) -> list:
+    """``[(ours(case, x), reference(case, x))]`` for many independent collectives in one
+    program; on jaxlib 0.10 CPU each waits for the one before (README: sharp bits)."""
+    chain = after if serialize_collectives() else (lambda x, _: x)
+    results, previous = [], ()
+    for case, x in zip(cases, inputs):
+        mine = ours(case, chain(x, previous))
+        previous = reference(case, chain(x, mine))
+        results.append((mine, previous))
+    return results
 
 
 def _program(primitive: str, algorithm: str, mesh: Mesh):
     """One jitted program: (ours, reference) for each input, every rank's results stacked."""
+    n = mesh.size
+
     def body(xs):
-        pairs = [(_call(primitive, algorithm, x[0]), _call(primitive, "xla", x[0])) for x in xs]
+        pairs = ours_and_reference(range(len(xs)), [x[0] for x in xs],
+                                   lambda _, x: _call(primitive, algorithm, x, n),
+                                   lambda _, x: _call(primitive, "xla", x, n))
         return jax.tree_util.tree_map(lambda y: y[None], pairs)
 
     return jax.jit(jax.shard_map(body, mesh=mesh, in_specs=P(AXIS), out_specs=P(AXIS)))
@@ -50,9 +72,9 @@ def _program(primitive: str, algorithm: str, mesh: Mesh):
 def _inputs(primitive: str, n: int, counts: list[int], rng) -> list:
     """(n ranks, count) small integers as float32, so sums are exact in any order.
 
-    reduce_scatter needs a multiple of n per rank: its counts are rounded up to one.
+    reduce_scatter and scatter need a multiple of n per rank: their counts are rounded up.
     """
-    if primitive == "reduce_scatter":
+    if primitive in SCATTERING:
         counts = [-(-count // n) * n for count in counts]
     return [jnp.asarray(rng.integers(-8, 9, size=(n, count)), jnp.float32) for count in counts]
 
@@ -73,8 +95,8 @@ def run_checks(n: int, counts: list[int], seed: int = 0) -> list[Row]:
 
 
 def format_table(rows: list[Row]) -> str:
-    header = f"{'primitive':<16}{'algorithm':<12}{'n':>4}{'bytes':>12}{'max error':>12}  ok"
+    header = f"{'primitive':<16}{'algorithm':<22}{'n':>4}{'bytes':>12}{'max error':>12}  ok"
     lines = [header, "-" * len(header)]
-    lines += [f"{r.primitive:<16}{r.algorithm:<12}{r.n:>4}{r.nbytes:>12}{r.max_error:>12.3g}  "
+    lines += [f"{r.primitive:<16}{r.algorithm:<22}{r.n:>4}{r.nbytes:>12}{r.max_error:>12.3g}  "
               f"{'yes' if r.ok else 'NO'}" for r in rows]
     return "\n".join(lines)

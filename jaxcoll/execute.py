@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from importlib import metadata
 from typing import Callable
 
 import jax
@@ -171,6 +172,41 @@ def _as_varying(x, axis):
     return x
 
 
+@lru_cache(maxsize=None)
+def _jaxlib_version() -> tuple[int, ...]:
+    return tuple(int(p) for p in metadata.version("jaxlib").split(".")[:2])
+
+
+def serialize_collectives() -> bool:
+    """True where independent collectives of one program must not run at the same time.
+
+    jaxlib < 0.11 gives every collective the same channel id and its CPU runtime runs
+    independent ones concurrently under the same rendezvous key, which aborts the process.
+    """
+    return _jaxlib_version() < (0, 11) and jax.default_backend() == "cpu"
+
+
+def after(value, previous):
+    """``value``, made to wait until ``previous`` (any pytree) has been computed."""
+    if not jax.tree_util.tree_leaves(previous):
+        return value
+    value, _ = lax.optimization_barrier((value, previous))
+    return value
+
+
+def in_sequence(fn: Callable, arrays: list, *more: list) -> list:
+    """``[fn(a, *m) for a, *m in zip(arrays, *more)]``, each ``a`` waiting for the previous
+    result where :func:`serialize_collectives` asks for it."""
+    serial = serialize_collectives()
+    results, previous = [], ()
+    for array, *rest in zip(arrays, *more):
+        if serial:
+            array = after(array, previous)
+        previous = fn(array, *rest)
+        results.append(previous)
+    return results
+
+
 def _run_segment(segment: Segment, buf, axis, combine: Combine, n_ranks: int):
     me = lax.axis_index(axis)
     partial_ok = _in_shard_map(axis)
@@ -187,8 +223,10 @@ def _run_segment(segment: Segment, buf, axis, combine: Combine, n_ranks: int):
         # Every matching of the round reads the buffer as it was before the round.
         outgoing = [_take(buf, _row(table, step, me), contiguous)
                     for table, contiguous in zip(segment.send_ids, send_contiguous)]
+        received = in_sequence(lambda out, perm: lax.ppermute(out, axis, perm=perm),
+                               outgoing, perms)  # each (n_moved, chunk_len)
         for j, matching in enumerate(segment.matchings):
-            got = lax.ppermute(outgoing[j], axis, perm=perms[j])  # (n_moved, chunk_len)
+            got = received[j]
             ids = _row(segment.recv_ids[j], step, me)
             if matching.reduce or receiver_masks[j] is not None:
                 old = _take(buf, ids, recv_contiguous[j])

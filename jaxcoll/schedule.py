@@ -99,6 +99,16 @@ class Schedule:
         return Schedule(f"{self.name} + {other.name}", self.n_ranks, self.n_chunks,
                         self.rounds + other.rounds)
 
+    def reversed(self, name: str, *, reduce: bool) -> "Schedule":
+        """The schedule run backwards: rounds in reverse order, every transfer turned around.
+
+        Data that fanned out from a root now flows into it: a broadcast reversed with
+        ``reduce=True`` is a reduce, a scatter reversed with ``reduce=False`` is a gather.
+        """
+        rounds = [[Transfer(t.dst, t.src, t.chunks, reduce) for t in r]
+                  for r in reversed(self.rounds)]
+        return Schedule.build(name, self.n_ranks, n_chunks=self.n_chunks, rounds=rounds)
+
     @property
     def n_rounds(self) -> int:
         return len(self.rounds)

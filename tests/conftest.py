@@ -7,3 +7,8 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 import jax  # noqa: E402
 
 jax.config.update("jax_num_cpu_devices", 8)
+
+
+def pytest_addoption(parser):
+    parser.addoption("--deep", action="store_true",
+                     help="cross every root with every element count, dtype and op (slow)")

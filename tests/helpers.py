@@ -7,6 +7,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, PartitionSpec as P
 
+from jaxcoll.check import ours_and_reference  # noqa: F401 (re-exported for the tests)
+
 AXIS = "i"
 DTYPES = (jnp.float32, jnp.bfloat16, jnp.int32)
 COUNTS = (0, 1, 4, 7, 64, 100, 1000, 10000)  # elements per rank, as Gloo's tests sweep
@@ -46,3 +48,13 @@ def assert_same(got, want, what: str = "") -> None:
     assert got.shape == want.shape and got.dtype == want.dtype, (
         f"{what}: got {got.dtype}{got.shape}, want {want.dtype}{want.shape}")
     np.testing.assert_array_equal(got, want, err_msg=what)
+
+
+
+def ours_vs_xla(cases, call, algorithm: str, n: int):
+    """One jitted program on n ranks: (call(case, algorithm, x), call(case, "xla", x)) for
+    each case and its input."""
+    def fn(xs):
+        return ours_and_reference(cases, xs, lambda c, x: call(c, algorithm, x),
+                                  lambda c, x: call(c, "xla", x))
+    return per_rank(fn, n)

@@ -10,7 +10,8 @@ from jax import lax
 from jax.sharding import PartitionSpec as P
 
 import jaxcoll
-from helpers import AXIS, assert_same, exact_inputs, mesh, per_rank
+from helpers import AXIS, assert_same, exact_inputs, mesh, ours_and_reference, per_rank
+from jaxcoll.execute import in_sequence
 
 ALGORITHMS = ("ring", "naive")
 
@@ -23,24 +24,35 @@ def _tree(n):
             "nested": [exact_inputs(n, (1, n), jnp.float32, 4), exact_inputs(n, (2 * n,), jnp.int32, 5)]}
 
 
+def per_leaf(fn, tree):
+    """``tree_map(fn, tree)``, one leaf's collective after another where jaxlib needs it."""
+    leaves, treedef = jax.tree_util.tree_flatten(tree)
+    return treedef.unflatten(in_sequence(fn, leaves))
+
+
+OURS = {"allreduce": lambda t, a: jaxcoll.allreduce(t, AXIS, algorithm=a),
+        "reduce_scatter": lambda t, a: jaxcoll.reduce_scatter(t, AXIS, dim=-1, tiled=True,
+                                                              algorithm=a),
+        "allgather": lambda t, a: jaxcoll.allgather(t, AXIS, dim=0, algorithm=a)}
+BUILTIN = {"allreduce": lambda x: lax.psum(x, AXIS),
+           "reduce_scatter": lambda x: lax.psum_scatter(x, AXIS, scatter_dimension=x.ndim - 1,
+                                                        tiled=True),
+           "allgather": lambda x: lax.all_gather(x, AXIS, axis=0)}
+
+
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
 def test_pytree_matches_builtin_per_leaf(algorithm):
     n = 4
 
     def fn(tree):
-        ours = (jaxcoll.allreduce(tree, AXIS, algorithm=algorithm),
-                jaxcoll.reduce_scatter(tree, AXIS, dim=-1, tiled=True, algorithm=algorithm),
-                jaxcoll.allgather(tree, AXIS, dim=0, algorithm=algorithm))
-        ref = (jax.tree_util.tree_map(lambda x: lax.psum(x, AXIS), tree),
-               jax.tree_util.tree_map(lambda x: lax.psum_scatter(
-                   x, AXIS, scatter_dimension=x.ndim - 1, tiled=True), tree),
-               jax.tree_util.tree_map(lambda x: lax.all_gather(x, AXIS, axis=0), tree))
-        return ours, ref
+        return ours_and_reference(list(OURS), [tree] * len(OURS),
+                                  lambda p, t: OURS[p](t, algorithm),
+                                  lambda p, t: per_leaf(BUILTIN[p], t))
 
-    ours, ref = per_rank(fn, n)(_tree(n))
-    assert jax.tree_util.tree_structure(ours) == jax.tree_util.tree_structure(ref)
-    for got, want in zip(jax.tree_util.tree_leaves(ours), jax.tree_util.tree_leaves(ref)):
-        assert_same(got, want)
+    for ours, ref in per_rank(fn, n)(_tree(n)):
+        assert jax.tree_util.tree_structure(ours) == jax.tree_util.tree_structure(ref)
+        for got, want in zip(jax.tree_util.tree_leaves(ours), jax.tree_util.tree_leaves(ref)):
+            assert_same(got, want)
 
 
 def test_pytree_costs_one_collective_per_dtype():
@@ -109,18 +121,22 @@ def test_tuple_axis_is_row_major_product(algorithm):
     grid = mesh(8, (2, 4), ("a", "b"))
     axes = ("a", "b")
     x = exact_inputs(8, (2, 8), jnp.float32)
+    ours = {"allreduce": lambda b: jaxcoll.allreduce(b, axes, algorithm=algorithm),
+            "reduce_scatter": lambda b: jaxcoll.reduce_scatter(b, axes, dim=1, tiled=True,
+                                                               algorithm=algorithm),
+            "allgather": lambda b: jaxcoll.allgather(b, axes, algorithm=algorithm)}
+    builtin = {"allreduce": lambda b: lax.psum(b, axes),
+               "reduce_scatter": lambda b: lax.psum_scatter(b, axes, scatter_dimension=1,
+                                                            tiled=True),
+               "allgather": lambda b: lax.all_gather(b, axes)}
 
     def fn(b):
-        b = b[0]
-        ours = (jaxcoll.allreduce(b, axes, algorithm=algorithm),
-                jaxcoll.reduce_scatter(b, axes, dim=1, tiled=True, algorithm=algorithm),
-                jaxcoll.allgather(b, axes, algorithm=algorithm))
-        ref = (lax.psum(b, axes), lax.psum_scatter(b, axes, scatter_dimension=1, tiled=True),
-               lax.all_gather(b, axes))
-        return jax.tree_util.tree_map(lambda y: y[None], (ours, ref))
+        pairs = ours_and_reference(list(ours), [b[0]] * 3, lambda p, v: ours[p](v),
+                                   lambda p, v: builtin[p](v))
+        return jax.tree_util.tree_map(lambda y: y[None], pairs)
 
-    ours, ref = jax.jit(jax.shard_map(fn, mesh=grid, in_specs=P(axes), out_specs=P(axes)))(x)
-    for got, want in zip(ours, ref):
+    program = jax.jit(jax.shard_map(fn, mesh=grid, in_specs=P(axes), out_specs=P(axes)))
+    for got, want in program(x):
         assert_same(got, want)
 
 
@@ -180,17 +196,20 @@ def test_replicated_input_and_python_scalar(algorithm, check_vma):
     n = 4
     x = exact_inputs(1, (2 * n,), jnp.float32)[0]
 
+    ours = [lambda p: jaxcoll.allreduce(p, AXIS, algorithm=algorithm),
+            lambda p: jaxcoll.reduce_scatter(p, AXIS, tiled=True, algorithm=algorithm),
+            lambda p: jaxcoll.allgather(p, AXIS, algorithm=algorithm),
+            lambda p: jaxcoll.allreduce(3.0, AXIS, algorithm=algorithm)]
+    builtin = [lambda p: lax.psum(p, AXIS), lambda p: lax.psum_scatter(p, AXIS, tiled=True),
+               lambda p: lax.all_gather(p, AXIS),
+               lambda p: jnp.asarray(lax.psum(3.0, AXIS), jnp.float32)]
+
     def fn(p):
-        ours = (jaxcoll.allreduce(p, AXIS, algorithm=algorithm),
-                jaxcoll.reduce_scatter(p, AXIS, tiled=True, algorithm=algorithm),
-                jaxcoll.allgather(p, AXIS, algorithm=algorithm),
-                jaxcoll.allreduce(3.0, AXIS, algorithm=algorithm))
-        ref = (lax.psum(p, AXIS), lax.psum_scatter(p, AXIS, tiled=True), lax.all_gather(p, AXIS),
-               jnp.asarray(lax.psum(3.0, AXIS), jnp.float32))
-        return jax.tree_util.tree_map(lambda y: y[None], (ours, ref))
+        pairs = ours_and_reference(range(4), [p] * 4, lambda i, v: ours[i](v),
+                                   lambda i, v: builtin[i](v))
+        return jax.tree_util.tree_map(lambda y: y[None], pairs)
 
     program = jax.jit(jax.shard_map(fn, mesh=mesh(n), in_specs=P(), out_specs=P(AXIS),
                                     check_vma=check_vma))
-    ours, ref = program(x)
-    for got, want in zip(ours, ref):
+    for got, want in program(x):
         assert_same(got, want)

@@ -23,7 +23,7 @@ i32 = jnp.zeros((3,), jnp.int32)
 
 MISUSES = [
     (lambda b: jaxcoll.allreduce(b, AXIS, algorithm="rign"), f32, ValueError,
-     r"algorithm='rign' is not one of auto, xla, naive, ring"),
+     r"algorithm=.rign. is not one of auto, xla, double_tree, naive, ring, tree"),
     (lambda b: jaxcoll.allreduce(b, AXIS, op="prod"), f32, ValueError,
      r"op='prod' is not one of sum, mean, max, min"),
     (lambda b: jaxcoll.allreduce(b, "dp"), f32, ValueError,
@@ -65,6 +65,6 @@ def test_outside_shard_map_says_where_to_call():
 
 
 def test_algorithms_lists_names():
-    assert jaxcoll.algorithms("allreduce") == ("auto", "xla", "naive", "ring")
-    with pytest.raises(ValueError, match=r"primitive='broadcast' is not one of"):
-        jaxcoll.algorithms("broadcast")
+    assert jaxcoll.algorithms("allreduce") == ("auto", "xla", "double_tree", "naive", "ring", "tree")
+    with pytest.raises(ValueError, match=r"primitive=.bcast. is not one of"):
+        jaxcoll.algorithms("bcast")

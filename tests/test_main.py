@@ -3,6 +3,8 @@
 import subprocess
 import sys
 
+from jaxcoll.algorithms import SCHEDULES
+
 
 def run_main(*args):
     return subprocess.run([sys.executable, "-m", "jaxcoll", *args], capture_output=True,
@@ -13,10 +15,11 @@ def test_main_job_checks_every_algorithm():
     result = run_main("--ranks", "3", "--counts", "0,5")
     assert result.returncode == 0, result.stderr
     table = result.stdout
-    for primitive in ("allreduce", "reduce_scatter", "allgather"):
-        for algorithm in ("ring", "naive"):
-            assert f"{primitive:<16}{algorithm:<12}   3" in table
-    assert "12 of 12 checks match the xla reference exactly" in table
+    pairs = [(p, a) for p, algorithms in SCHEDULES.items() for a in algorithms]
+    for primitive, algorithm in pairs:
+        assert f"{primitive:<16}{algorithm:<22}   3" in table
+    checks = 2 * len(pairs)
+    assert f"{checks} of {checks} checks match the xla reference exactly" in table
 
 
 def test_main_job_rejects_bad_arguments():

@@ -9,7 +9,7 @@ from jax import lax
 
 from helpers import AXIS, assert_same, per_rank
 from jaxcoll.algorithms import build_schedule
-from jaxcoll.execute import execute, lower, split_round
+from jaxcoll.execute import execute, in_sequence, lower, split_round
 from jaxcoll.schedule import Round, Schedule, Transfer
 
 
@@ -53,8 +53,8 @@ def random_schedule(n: int, rng) -> Schedule:
 def random_program(n: int, seed: int):
     rng = np.random.default_rng(seed)
     schedules = [random_schedule(n, rng) for _ in range(4)]
-    program = per_rank(lambda bufs: [execute(s, b, AXIS, lax.add) for s, b in zip(schedules, bufs)],
-                       n)
+    program = per_rank(lambda bufs: in_sequence(lambda b, s: execute(s, b, AXIS, lax.add), bufs,
+                                                schedules), n)
     return schedules, program
 
 
@@ -82,7 +82,7 @@ def test_ring_rounds_fold_into_one_segment_per_phase():
 def test_str_prints_rounds_as_a_table():
     text = str(build_schedule("allgather", "naive", 3))
     assert text.splitlines() == [
-        "naive allgather: 3 ranks, 3 chunks, 4 rounds   (src->dst [chunks], '+' reduce, '=' copy)",
+        "naive gather + naive broadcast: 3 ranks, 3 chunks, 4 rounds   (src->dst [chunks], '+' reduce, '=' copy)",
         "  round 0 | 1->0 [1]=",
         "  round 1 | 2->0 [2]=",
         "  round 2 | 0->1 [0,1,2]=",

@@ -1,25 +1,74 @@
 """The algorithm registry: for each primitive, the schedule builders by algorithm name.
 
-Each builder takes the rank count ``n`` and returns a :class:`~jaxcoll.schedule.Schedule`.
-``xla`` (the ``lax`` built-in) and ``auto`` (the library's choice) are not schedules; they are
-handled in :mod:`jaxcoll.collectives`.
+Each builder takes the rank count ``n`` (and ``root`` if the algorithm is rooted, ``pieces`` if
+it is pipelined) and returns a :class:`~jaxcoll.schedule.Schedule`. ``xla`` (the ``lax``
+built-in) and ``auto`` (the library's choice) are not schedules; they are handled in
+:mod:`jaxcoll.collectives`.
 """
 
+from __future__ import annotations
+
+from dataclasses import dataclass
 from functools import lru_cache
+from typing import Callable
 
 from ..schedule import Schedule
-from . import naive, ring
+from . import binomial, composite, naive, ring, tree
 
-PRIMITIVES = ("allreduce", "reduce_scatter", "allgather")
+# Pipelined algorithms cut messages into pieces of about this size, at most MAX_PIECES.
+PIECE_BYTES = 1 << 20
+MAX_PIECES = 8
 
-SCHEDULES = {
-    "allreduce": {"ring": ring.allreduce, "naive": naive.allreduce},
-    "reduce_scatter": {"ring": ring.reduce_scatter, "naive": naive.reduce_scatter},
-    "allgather": {"ring": ring.allgather, "naive": naive.allgather},
+
+@dataclass(frozen=True)
+class Algorithm:
+    build: Callable[..., Schedule]
+    rooted: bool = False  # build(n, root)
+    pipelined: bool = False  # build(..., pieces=k)
+
+
+_ROOTED = dict(rooted=True)
+_PIPELINED = dict(rooted=True, pipelined=True)
+
+SCHEDULES: dict[str, dict[str, Algorithm]] = {
+    "allreduce": {"ring": Algorithm(ring.allreduce), "naive": Algorithm(naive.allreduce),
+                  "tree": Algorithm(tree.allreduce, pipelined=True),
+                  "double_tree": Algorithm(tree.double_tree_allreduce, pipelined=True)},
+    "reduce_scatter": {"ring": Algorithm(ring.reduce_scatter),
+                       "naive": Algorithm(naive.reduce_scatter)},
+    "allgather": {"ring": Algorithm(ring.allgather), "naive": Algorithm(naive.allgather)},
+    "broadcast": {"naive": Algorithm(naive.broadcast, **_ROOTED),
+                  "tree": Algorithm(tree.broadcast, **_PIPELINED),
+                  "binomial": Algorithm(binomial.broadcast, **_PIPELINED),
+                  "scatter_allgather": Algorithm(composite.scatter_allgather_broadcast,
+                                                 **_ROOTED)},
+    "reduce": {"naive": Algorithm(naive.reduce, **_ROOTED),
+               "tree": Algorithm(tree.reduce, **_PIPELINED),
+               "binomial": Algorithm(binomial.reduce, **_PIPELINED),
+               "reduce_scatter_gather": Algorithm(composite.reduce_scatter_gather_reduce,
+                                                  **_ROOTED)},
+    "gather": {"naive": Algorithm(naive.gather, **_ROOTED),
+               "binomial": Algorithm(binomial.gather, **_ROOTED)},
+    "scatter": {"naive": Algorithm(naive.scatter, **_ROOTED),
+                "binomial": Algorithm(binomial.scatter, **_ROOTED)},
 }
+PRIMITIVES = tuple(SCHEDULES)
+
+
+def pipeline_pieces(nbytes: int) -> int:
+    """Pieces a pipelined algorithm cuts an ``nbytes`` message into: ceil(nbytes / 1 MiB),
+    between 1 and 8."""
+    return min(MAX_PIECES, max(1, -(-nbytes // PIECE_BYTES)))
 
 
 @lru_cache(maxsize=None)
-def build_schedule(primitive: str, algorithm: str, n: int) -> Schedule:
+def build_schedule(primitive: str, algorithm: str, n: int, root: int = 0,
+                   pieces: int = 1) -> Schedule:
     """The schedule of ``algorithm`` for ``primitive`` on ``n`` ranks (cached)."""
-    return SCHEDULES[primitive][algorithm](n)
+    entry = SCHEDULES[primitive][algorithm]
+    kwargs = {}
+    if entry.rooted:
+        kwargs["root"] = root
+    if entry.pipelined:
+        kwargs["pieces"] = pieces
+    return entry.build(n, **kwargs)

@@ -1,39 +1,56 @@
-"""Naive algorithms through one root (the seed's "Reduce then Broadcast").
+"""Naive algorithms through one root, one rank at a time (the seed's "Reduce then Broadcast").
 
-Everyone sends to rank 0 one after another, rank 0 combines, then rank 0 sends the result to
-everyone one after another: 2(n-1) rounds, and rank 0's link carries all of the traffic. This is
-the baseline the seed's "ring is ~4x faster" is measured against.
+The root talks to every other rank in turn, so there are n-1 rounds per phase and the root's
+link carries all of the traffic. This is the baseline the seed's "ring is ~4x faster" is
+measured against. The unrooted collectives go through rank 0.
 """
 
 from ..schedule import Schedule, Transfer
 
-ROOT = 0
+
+def _in_turn(transfer, n: int, root: int = 0) -> list[list[Transfer]]:
+    """One round per rank other than ``root``, in rank order: round k holds transfer(rank)."""
+    return [[transfer(rank)] for rank in range(n) if rank != root]
 
 
-def _in_turn(transfer, n: int) -> list[list[Transfer]]:
-    """One round per non-root rank, in rank order: round k holds transfer(k-th rank)."""
-    return [[transfer(rank)] for rank in range(n) if rank != ROOT]
+def broadcast(n: int, root: int = 0) -> Schedule:
+    """Naive broadcast: ``root`` sends the whole message to each rank in turn (n-1 rounds)."""
+    rounds = _in_turn(lambda r: Transfer(root, r, 0, reduce=False), n, root)
+    return Schedule.build("naive broadcast", n, n_chunks=1, rounds=rounds)
+
+
+def reduce(n: int, root: int = 0) -> Schedule:
+    """Naive reduce: each rank in turn reduces its message into ``root`` (n-1 rounds)."""
+    rounds = _in_turn(lambda r: Transfer(r, root, 0, reduce=True), n, root)
+    return Schedule.build("naive reduce", n, n_chunks=1, rounds=rounds)
+
+
+def gather(n: int, root: int = 0) -> Schedule:
+    """Naive gather: each rank r in turn sends its chunk r to ``root`` (n-1 rounds)."""
+    rounds = _in_turn(lambda r: Transfer(r, root, r, reduce=False), n, root)
+    return Schedule.build("naive gather", n, n_chunks=n, rounds=rounds)
+
+
+def scatter(n: int, root: int = 0) -> Schedule:
+    """Naive scatter: ``root`` sends chunk r to each rank r in turn (n-1 rounds)."""
+    rounds = _in_turn(lambda r: Transfer(root, r, r, reduce=False), n, root)
+    return Schedule.build("naive scatter", n, n_chunks=n, rounds=rounds)
 
 
 def allreduce(n: int) -> Schedule:
-    """Naive allreduce: all ranks reduce into rank 0 in turn, then rank 0 sends to each."""
-    everything = range(1)
-    rounds = (_in_turn(lambda r: Transfer(r, ROOT, everything, reduce=True), n)
-              + _in_turn(lambda r: Transfer(ROOT, r, everything, reduce=False), n))
-    return Schedule.build("naive allreduce", n, n_chunks=1, rounds=rounds)
+    """Naive allreduce = naive reduce into rank 0 + naive broadcast from rank 0."""
+    return reduce(n) + broadcast(n)
 
 
 def reduce_scatter(n: int) -> Schedule:
-    """Naive reduce_scatter: all ranks reduce every chunk into rank 0, which sends chunk r to r."""
+    """Naive reduce_scatter: all ranks reduce every chunk into rank 0, then it scatters them."""
     everything = range(n)
-    rounds = (_in_turn(lambda r: Transfer(r, ROOT, everything, reduce=True), n)
-              + _in_turn(lambda r: Transfer(ROOT, r, r, reduce=False), n))
-    return Schedule.build("naive reduce_scatter", n, n_chunks=n, rounds=rounds)
+    reduce_all = _in_turn(lambda r: Transfer(r, 0, everything, reduce=True), n)
+    return Schedule.build("naive reduce", n, n_chunks=n, rounds=reduce_all) + scatter(n)
 
 
 def allgather(n: int) -> Schedule:
-    """Naive allgather: rank 0 collects chunk r from each rank r, then sends all chunks to each."""
+    """Naive allgather: rank 0 gathers chunk r from each rank r, then sends all chunks to each."""
     everything = range(n)
-    rounds = (_in_turn(lambda r: Transfer(r, ROOT, r, reduce=False), n)
-              + _in_turn(lambda r: Transfer(ROOT, r, everything, reduce=False), n))
-    return Schedule.build("naive allgather", n, n_chunks=n, rounds=rounds)
+    send_all = _in_turn(lambda r: Transfer(0, r, everything, reduce=False), n)
+    return gather(n) + Schedule.build("naive broadcast", n, n_chunks=n, rounds=send_all)

@@ -1,0 +1,111 @@
+"""Argument checks shared by the public collectives: each error names the function, the
+argument, the value and what is allowed, and is raised before anything reaches XLA."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+
+def check_choice(fn: str, arg: str, value, allowed) -> None:
+    if not isinstance(value, str) or value not in allowed:
+        raise ValueError(f"jaxcoll.{fn}: {arg}={value!r} is not one of {', '.join(allowed)}")
+
+
+def _bound_axis_names() -> tuple:
+    try:  # not public API; only used to make the error message helpful
+        from jax._src import core
+        return tuple(core.unsafe_get_axis_names())
+    except Exception:  # pragma: no cover - depends on the jax version
+        return ()
+
+
+def axis_size(fn: str, axis) -> int:
+    """Number of ranks along ``axis`` (a name or a tuple of names), with a clear error."""
+    names = axis if isinstance(axis, tuple) else (axis,)
+    if not names or any(isinstance(a, (list, tuple, set, dict)) or a is None for a in names):
+        raise TypeError(f"jaxcoll.{fn}: axis={axis!r} must be a mesh axis name or a non-empty "
+                        "tuple of names, e.g. 'dp' or ('node', 'gpu')")
+    try:
+        return int(lax.axis_size(axis))
+    except NameError:
+        bound = _bound_axis_names()
+        where = (f"the bound axis names here are {bound}" if bound else
+                 "no axis is bound here: call it inside jax.shard_map(..., mesh=...) or "
+                 "jax.vmap(..., axis_name=...)")
+        raise ValueError(f"jaxcoll.{fn}: axis={axis!r} is not a bound axis name; {where}"
+                         ) from None
+
+
+def check_root(fn: str, root, n: int) -> int:
+    if not isinstance(root, (int, np.integer)) or isinstance(root, bool):
+        raise TypeError(f"jaxcoll.{fn}: root={root!r} must be a Python int (the root is fixed "
+                        f"when the program is traced), got {type(root).__name__}")
+    if not 0 <= root < n:
+        raise ValueError(f"jaxcoll.{fn}: root={root} is out of range for an axis of {n} ranks; "
+                         f"allowed: 0..{n - 1}")
+    return int(root)
+
+
+def array_leaves(fn: str, x) -> tuple[list, object]:
+    """The pytree's leaves as arrays, and its structure; non-array leaves are a TypeError."""
+    leaves, treedef = jax.tree_util.tree_flatten(x)
+    arrays = []
+    for leaf in leaves:
+        if isinstance(leaf, (bool, int, float, complex, np.generic)):
+            leaf = jnp.asarray(leaf)
+        if not (hasattr(leaf, "shape") and hasattr(leaf, "dtype")):
+            raise TypeError(f"jaxcoll.{fn}: x has a leaf of type {type(leaf).__name__} "
+                            f"({leaf!r:.60}); every leaf must be an array or a number")
+        arrays.append(leaf)
+    return arrays, treedef
+
+
+def check_op_dtype(fn: str, op: str, dtype) -> None:
+    dtype = np.dtype(dtype)
+    if dtype == np.bool_:
+        raise TypeError(f"jaxcoll.{fn}: op={op!r} does not take bool arrays; "
+                        "cast to an integer dtype first")
+    if op == "mean" and not jnp.issubdtype(dtype, jnp.inexact):
+        raise TypeError(f"jaxcoll.{fn}: op='mean' needs a floating dtype, got {dtype}; "
+                        "lax.pmean would silently return float32 here. Use op='sum' and "
+                        "divide, or cast to a float dtype first")
+    if op in ("max", "min") and jnp.issubdtype(dtype, jnp.complexfloating):
+        raise TypeError(f"jaxcoll.{fn}: op={op!r} is not defined for complex dtype {dtype}")
+
+
+def normalize_dim(fn: str, dim, shape, *, new_axis: bool) -> int:
+    """``dim`` as a non-negative index into ``shape`` (one longer when it adds an axis)."""
+    rank = len(shape) + 1 if new_axis else len(shape)
+    if not isinstance(dim, (int, np.integer)) or isinstance(dim, bool):
+        raise TypeError(f"jaxcoll.{fn}: dim={dim!r} must be an int")
+    if not -rank <= dim < rank:
+        raise ValueError(f"jaxcoll.{fn}: dim={dim} is out of range for a leaf of shape "
+                         f"{tuple(shape)}; allowed: {-rank}..{rank - 1}")
+    return int(dim) % rank
+
+
+def scatter_dim(fn: str, shape, dim, tiled: bool, n: int) -> int:
+    """The dimension a leaf is split into n blocks along (reduce_scatter, scatter)."""
+    if len(shape) == 0:
+        raise ValueError(f"jaxcoll.{fn}: a 0-d leaf cannot be scattered; every leaf needs a "
+                         f"dimension dim={dim} of size {'a multiple of ' if tiled else ''}{n}")
+    d = normalize_dim(fn, dim, shape, new_axis=False)
+    if tiled and shape[d] % n:
+        raise ValueError(f"jaxcoll.{fn}: tiled=True needs dimension dim={dim} of a leaf of "
+                         f"shape {tuple(shape)} to be a multiple of the axis size {n}")
+    if not tiled and shape[d] != n:
+        raise ValueError(f"jaxcoll.{fn}: tiled=False needs dimension dim={dim} of a leaf of "
+                         f"shape {tuple(shape)} to equal the axis size {n} "
+                         "(or pass tiled=True to split it into n blocks)")
+    return d
+
+
+def gather_dim(fn: str, shape, dim, tiled: bool) -> int:
+    """The dimension n blocks are stacked (or, tiled, concatenated) along (allgather, gather)."""
+    if tiled and len(shape) == 0:
+        raise ValueError(f"jaxcoll.{fn}: tiled=True cannot concatenate 0-d leaves; "
+                         "use tiled=False to stack them")
+    return normalize_dim(fn, dim, shape, new_axis=not tiled)
