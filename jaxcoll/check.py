@@ -14,7 +14,7 @@ import numpy as np
 from jax.sharding import Mesh, PartitionSpec as P
 
 from . import collectives
-from .algorithms import SCHEDULES
+from .families import SCHEDULES
 from .execute import after, serialize_collectives
 
 AXIS = "ranks"

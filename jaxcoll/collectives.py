@@ -21,7 +21,7 @@ from jax import lax
 
 from ._checks import (array_leaves, axis_size, check_choice, check_op_dtype, check_root,
                       gather_dim, scatter_dim)
-from .algorithms import SCHEDULES, build_schedule, pipeline_pieces
+from .families import SCHEDULES, build_schedule, pipeline_pieces
 from .execute import execute, in_sequence
 
 OPS = ("sum", "mean", "max", "min")
@@ -189,7 +189,7 @@ def allreduce(x, axis, *, op: str = "sum", algorithm: str = "auto"):
     """Every rank gets ``op`` of ``x`` over ``axis`` (like ``lax.psum``/``pmax``/``pmin``/``pmean``).
 
     Cost, ring: 2(n-1)α + 2(n-1)/n·Nβ + (n-1)/n·Nγ; naive: 2(n-1)α + 2(n-1)·Nβ + (n-1)·Nγ;
-    tree (pieces p = pipeline_pieces(N)): about 4(log2 n + p)(α + Nβ/p) + 2Nγ.
+    tree (p = pipeline_pieces(N) pieces): at most 4(floor(log2 n) + p - 1)(α + Nβ/p) + 2Nγ.
     """
     algorithm, n, _, leaves, treedef = _arguments("allreduce", x, axis, algorithm, op=op)
     if algorithm == "xla":

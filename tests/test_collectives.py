@@ -17,7 +17,7 @@ import pytest
 import jaxcoll
 from helpers import (AXIS, COUNTS, DTYPES, assert_same, exact_inputs, ours_and_reference,
                      ours_vs_xla, per_rank)
-from jaxcoll.algorithms import SCHEDULES
+from jaxcoll.families import SCHEDULES
 
 PRIMITIVES = ("allreduce", "reduce_scatter", "allgather")
 PAIRS = [(p, a) for p in PRIMITIVES for a in sorted(SCHEDULES[p])]

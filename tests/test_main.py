@@ -3,7 +3,7 @@
 import subprocess
 import sys
 
-from jaxcoll.algorithms import SCHEDULES
+from jaxcoll.families import SCHEDULES
 
 
 def run_main(*args):

@@ -35,7 +35,7 @@ def test_training_step_example_matches_pmean():
 
 
 def test_printed_schedule_is_current():
-    from jaxcoll.algorithms import build_schedule
+    from jaxcoll.families import build_schedule
 
     block = re.search(r">>> print\(build_schedule\(\"allreduce\", \"ring\", 4\)\)\n(.*?)```",
                       README, flags=re.S).group(1)

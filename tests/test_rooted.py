@@ -2,7 +2,7 @@
 
 One compiled program per (primitive, algorithm, n) holds every case: every root, each with
 the next of the element counts {0, 1, 4, 7, 100, 10000} and dtypes in turn (those small n
-leave out run at the last root); a pipelined 2 MiB message; every op x dtype for reduce and
+leave out run at the last root); every op x dtype for reduce and
 gather/scatter layouts (tiled both ways, dim != 0), which the packing code shared by all
 algorithms handles: for the default algorithm at every n, for the others at FULL_NS.
 ``pytest --deep`` crosses every root with every count, dtype and op.
@@ -18,19 +18,21 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jax import lax
 from jax.sharding import PartitionSpec as P
 
 import jaxcoll
 from helpers import AXIS, DTYPES, assert_same, exact_inputs, mesh, ours_vs_xla, per_rank
-from jaxcoll.algorithms import SCHEDULES, build_schedule, pipeline_pieces
-from jaxcoll.algorithms.tree import heap_children
+from jaxcoll.families import SCHEDULES, build_schedule, pipeline_pieces
+from jaxcoll.families.tree import heap_children
+from jaxcoll import collectives
 from jaxcoll.collectives import _AUTO as DEFAULT_ALGORITHM
-from jaxcoll.execute import in_sequence
+from jaxcoll.execute import execute, in_sequence
+from jaxcoll.families import binomial
 
 ROOTED = ("broadcast", "reduce", "gather", "scatter")
 FULL_NS = (2, 3, 8)  # besides the default, algorithms run ops and layouts at these n
 COUNTS = (0, 1, 4, 7, 100, 10000)
-PIPELINED_COUNT = (1 << 19) + 3  # float32: just over 2 MiB -> 3 pipeline pieces
 
 
 @dataclass(frozen=True)
@@ -64,8 +66,6 @@ def cases(primitive: str, algorithm: str, n: int, deep: bool) -> list[Case]:
            for root in range(n)]
     out += [Case(n - 1, f32, _shape(primitive, n, count)) for count in COUNTS[n:]]
     out += [Case(n - 1, dtype, _shape(primitive, n, 7)) for dtype in DTYPES[n:]]
-    if primitive in ("broadcast", "reduce"):
-        out.append(Case(n - 1, f32, (PIPELINED_COUNT,)))
     if not (algorithm == DEFAULT_ALGORITHM[primitive] or n in FULL_NS):
         return out
     if primitive == "reduce":
@@ -119,9 +119,37 @@ def test_reduce_leaves_zeros_off_the_root():
 
 
 def test_pipeline_piece_rule():
-    assert [pipeline_pieces(b) for b in (0, 1, 1 << 20, (1 << 20) + 1, 5 << 20, 1 << 30)] == [
+    mib = 1 << 20
+    assert [pipeline_pieces(b) for b in (0, 1, 16 * mib, 16 * mib + 1, 80 * mib, 1 << 30)] == [
         1, 1, 1, 2, 5, 8]
     assert build_schedule("broadcast", "tree", 8, 0, 3).n_chunks == 3
+    assert build_schedule("broadcast", "binomial", 8, 0, 3).n_chunks == 1  # not pipelined
+
+
+@pytest.mark.parametrize("primitive, algorithm", [
+    ("broadcast", "tree"), ("reduce", "tree"), ("allreduce", "tree"), ("allreduce", "double_tree")])
+def test_pipelined_in_pieces_matches_reference(primitive, algorithm, monkeypatch):
+    """The public path with 3 pieces (as a message of 33..48 MiB would get), on small inputs."""
+    monkeypatch.setattr(collectives, "pipeline_pieces", lambda nbytes: 3)
+    n = 6
+    kwargs = {} if primitive == "allreduce" else {"root": 4}
+    fn = getattr(jaxcoll, primitive)
+    program = per_rank(lambda b: in_sequence(lambda v, a: fn(v, AXIS, algorithm=a, **kwargs),
+                                             [b, b], [algorithm, "xla"]), n)
+    got, want = program(exact_inputs(n, (100,), jnp.int32))
+    assert_same(got, want)
+
+
+@pytest.mark.parametrize("n", [2, 5, 8])
+def test_binomial_in_pieces_is_still_a_broadcast(n):
+    root, pieces = n - 1, 3
+    schedules = [binomial.broadcast(n, root, pieces), binomial.reduce(n, root, pieces)]
+    x = exact_inputs(n, (1, 10), jnp.int32)  # (1 block, 10) per rank
+    program = per_rank(lambda b: in_sequence(lambda v, s: execute(s, v, AXIS, lax.add),
+                                             [b, b], schedules), n)
+    down, up = program(x)
+    assert_same(down, jnp.broadcast_to(x[root], x.shape))
+    assert_same(up[root], x.sum(0))
 
 
 # ----------------------------------------------------------------------------- round counts

@@ -8,7 +8,7 @@ import pytest
 from jax import lax
 
 from helpers import AXIS, assert_same, per_rank
-from jaxcoll.algorithms import build_schedule
+from jaxcoll.families import build_schedule
 from jaxcoll.execute import execute, in_sequence, lower, split_round
 from jaxcoll.schedule import Round, Schedule, Transfer
 

@@ -5,7 +5,9 @@ lowest set bit (every 2^k < n for the root), largest first; the subtree of child
 is the range c .. c + 2^k - 1. Each round every rank that has the data passes it on, so the
 number of ranks holding it doubles every round.
 
-- broadcast: the data fans out down the tree (pipelined in ``pieces`` chunks, see tree.py).
+- broadcast: the data fans out down the tree. It can be pipelined in ``pieces`` chunks (see
+  tree.py), but that does not pay: the root still sends all N bytes to each of its
+  ceil(log2 n) children, one piece a round, so pieces only add rounds. The registry uses 1.
 - reduce: the broadcast reversed, reducing.
 - scatter: the root sends each child its whole subtree's chunks; that child does the same.
 - gather: the scatter reversed: each rank collects its subtree's chunks and sends them up.
