@@ -2,13 +2,16 @@
 
 from .collectives import (OPS, algorithms, allgather, allreduce, broadcast, gather, reduce,
                           reduce_scatter, ring_allgather, ring_allreduce, ring_reduce_scatter,
-                          scatter, tree_allreduce, tree_broadcast)
-from .schedule import Round, Schedule, Transfer
+                          schedule, scatter, tree_allreduce, tree_broadcast)
+from .model import Cost, cost
+from .schedules import Round, Schedule, Transfer
+from .symbolic import ScheduleError, verify
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "OPS", "Round", "Schedule", "Transfer", "algorithms", "allgather", "allreduce", "broadcast",
-    "gather", "reduce", "reduce_scatter", "ring_allgather", "ring_allreduce",
-    "ring_reduce_scatter", "scatter", "tree_allreduce", "tree_broadcast",
+    "OPS", "Cost", "Round", "Schedule", "ScheduleError", "Transfer", "algorithms", "allgather",
+    "allreduce", "broadcast", "cost", "gather", "reduce", "reduce_scatter", "ring_allgather",
+    "ring_allreduce", "ring_reduce_scatter", "scatter", "schedule", "tree_allreduce",
+    "tree_broadcast", "verify",
 ]

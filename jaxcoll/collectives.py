@@ -23,6 +23,7 @@ from ._checks import (array_leaves, axis_size, check_choice, check_op_dtype, che
                       gather_dim, scatter_dim)
 from .families import SCHEDULES, build_schedule, pipeline_pieces
 from .execute import execute, in_sequence
+from .schedules import Schedule
 
 OPS = ("sum", "mean", "max", "min")
 _COMBINE = {"sum": lax.add, "mean": lax.add, "max": lax.max, "min": lax.min}
@@ -37,6 +38,18 @@ def algorithms(primitive: str) -> tuple[str, ...]:
     """The algorithm names ``primitive`` accepts, ``"auto"`` and ``"xla"`` included."""
     check_choice("algorithms", "primitive", primitive, tuple(SCHEDULES))
     return ("auto", "xla", *sorted(SCHEDULES[primitive]))
+
+
+def schedule(primitive: str, algorithm: str, n: int, *, root: int = 0,
+             pieces: int = 1) -> Schedule:
+    """The schedule ``algorithm`` runs for ``primitive`` on ``n`` ranks (plain data, no JAX)."""
+    check_choice("schedule", "primitive", primitive, tuple(SCHEDULES))
+    check_choice("schedule", "algorithm", algorithm, tuple(sorted(SCHEDULES[primitive])))
+    for name, value in (("n", n), ("pieces", pieces)):
+        if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"jaxcoll.schedule: {name}={value!r} must be an int >= 1")
+    root = check_root("schedule", root, int(n))
+    return build_schedule(primitive, algorithm, int(n), root, int(pieces))
 
 
 def _resolve_algorithm(primitive: str, algorithm) -> str:

@@ -29,7 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from .schedule import Round, Schedule, Transfer
+from .schedules import Round, Schedule, Transfer
 
 Combine = Callable[[jnp.ndarray, jnp.ndarray], jnp.ndarray]
 

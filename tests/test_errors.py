@@ -68,3 +68,22 @@ def test_algorithms_lists_names():
     assert jaxcoll.algorithms("allreduce") == ("auto", "xla", "double_tree", "naive", "ring", "tree")
     with pytest.raises(ValueError, match=r"primitive=.bcast. is not one of"):
         jaxcoll.algorithms("bcast")
+
+
+@pytest.mark.parametrize("args, kwargs, message", [
+    (("bcast", "ring", 4), {}, r"primitive='bcast' is not one of allreduce"),
+    (("broadcast", "ring", 4), {}, r"algorithm='ring' is not one of binomial, naive"),
+    (("allreduce", "ring", 0), {}, r"n=0 must be an int >= 1"),
+    (("broadcast", "tree", 4), {"root": 4}, r"root=4 is out of range .* allowed: 0..3"),
+    (("allreduce", "tree", 4), {"pieces": 0}, r"pieces=0 must be an int >= 1"),
+])
+def test_schedule_misuse_is_named(args, kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        jaxcoll.schedule(*args, **kwargs)
+
+
+def test_verify_needs_a_primitive():
+    unlabelled = jaxcoll.Schedule.build("hand-made", 2, n_chunks=1,
+                                        rounds=[[jaxcoll.Transfer(0, 1, 0, False)]])
+    with pytest.raises(ValueError, match="names no primitive to verify against"):
+        jaxcoll.verify(unlabelled)

@@ -35,11 +35,11 @@ def test_training_step_example_matches_pmean():
 
 
 def test_printed_schedule_is_current():
-    from jaxcoll.families import build_schedule
+    import jaxcoll
 
-    block = re.search(r">>> print\(build_schedule\(\"allreduce\", \"ring\", 4\)\)\n(.*?)```",
+    block = re.search(r">>> print\(jaxcoll.schedule\(\"allreduce\", \"ring\", 4\)\)\n(.*?)```",
                       README, flags=re.S).group(1)
-    assert block.strip() == str(build_schedule("allreduce", "ring", 4)).strip()
+    assert block.strip() == str(jaxcoll.schedule("allreduce", "ring", 4)).strip()
 
 
 def test_algorithm_table_matches_registry():

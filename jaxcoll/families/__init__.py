@@ -8,11 +8,11 @@ built-in) and ``auto`` (the library's choice) are not schedules; they are handle
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Callable
 
-from ..schedule import Schedule
+from ..schedules import Schedule
 from . import binomial, composite, naive, ring, tree
 
 # Pipelined trees cut messages into pieces of about this size, at most MAX_PIECES. Each piece
@@ -71,11 +71,12 @@ def pipeline_pieces(nbytes: int) -> int:
 @lru_cache(maxsize=None)
 def build_schedule(primitive: str, algorithm: str, n: int, root: int = 0,
                    pieces: int = 1) -> Schedule:
-    """The schedule of ``algorithm`` for ``primitive`` on ``n`` ranks (cached)."""
+    """The schedule of ``algorithm`` for ``primitive`` on ``n`` ranks (cached), labelled with
+    the primitive and root it serves."""
     entry = SCHEDULES[primitive][algorithm]
     kwargs = {}
     if entry.rooted:
         kwargs["root"] = root
     if entry.pipelined:
         kwargs["pieces"] = pieces
-    return entry.build(n, **kwargs)
+    return replace(entry.build(n, **kwargs), primitive=primitive, root=root)

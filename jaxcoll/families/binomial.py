@@ -15,7 +15,7 @@ number of ranks holding it doubles every round.
 
 from __future__ import annotations
 
-from ..schedule import Schedule, Transfer
+from ..schedules import Schedule, Transfer
 from .tree import fan_out
 
 

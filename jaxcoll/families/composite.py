@@ -7,7 +7,7 @@
   binomial gather of the n chunks into the root.
 """
 
-from ..schedule import Schedule
+from ..schedules import Schedule
 from . import binomial, ring
 
 

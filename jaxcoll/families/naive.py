@@ -5,7 +5,7 @@ link carries all of the traffic. This is the baseline the seed's "ring is ~4x fa
 measured against. The unrooted collectives go through rank 0.
 """
 
-from ..schedule import Schedule, Transfer
+from ..schedules import Schedule, Transfer
 
 
 def _in_turn(transfer, n: int, root: int = 0) -> list[list[Transfer]]:

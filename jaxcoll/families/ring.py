@@ -12,7 +12,7 @@ each rank sends one chunk to its right neighbour, so every link is busy every ro
   rank, whatever n.
 """
 
-from ..schedule import Schedule, Transfer
+from ..schedules import Schedule, Transfer
 
 
 def _ring(name: str, n: int, first_chunk: int, reduce: bool) -> Schedule:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from ..schedule import Schedule, Transfer
+from ..schedules import Schedule, Transfer
 
 
 def heap_children(v: int, n: int) -> list[int]:

@@ -62,12 +62,18 @@ class Round:
 
 @dataclass(frozen=True)
 class Schedule:
-    """An algorithm on ``n_ranks`` ranks whose buffers hold ``n_chunks`` chunks each."""
+    """An algorithm on ``n_ranks`` ranks whose buffers hold ``n_chunks`` chunks each.
+
+    ``primitive`` and ``root`` say what it promises (see :func:`jaxcoll.verify`); schedules
+    from :func:`jaxcoll.schedule` carry them, building blocks and hand-made ones may not.
+    """
 
     name: str
     n_ranks: int
     n_chunks: int
     rounds: tuple[Round, ...]
+    primitive: str = ""
+    root: int = 0
 
     @classmethod
     def build(cls, name: str, n_ranks: int, *, n_chunks: int,
