@@ -4,11 +4,40 @@ import argparse
 import sys
 
 
+def draw_main(argv) -> int:
+    """``python -m jaxcoll draw PRIMITIVE ALGORITHM --n N -o FILE``: picture a schedule."""
+    parser = argparse.ArgumentParser(
+        prog="python -m jaxcoll draw",
+        description="Draw a schedule: one panel per round, ranks as rows, chunks as columns "
+                    "(needs matplotlib: pip install 'jaxcoll[viz]').")
+    parser.add_argument("primitive")
+    parser.add_argument("algorithm")
+    parser.add_argument("--n", type=int, default=4, help="rank count (default 4)")
+    parser.add_argument("--root", type=int, default=0)
+    parser.add_argument("--pieces", type=int, default=1, help="pipeline pieces (trees)")
+    parser.add_argument("-o", "--output", required=True, help="a .png, or a .gif to animate")
+    args = parser.parse_args(argv)
+    import jaxcoll
+
+    try:
+        schedule = jaxcoll.schedule(args.primitive, args.algorithm, args.n, root=args.root,
+                                    pieces=args.pieces)
+    except ValueError as error:
+        parser.error(str(error))
+    path = jaxcoll.draw(schedule, args.output, gif=args.output.lower().endswith(".gif"))
+    print(f"wrote {path}: {schedule!r}")
+    return 0
+
+
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["draw"]:
+        return draw_main(argv[1:])
     parser = argparse.ArgumentParser(
         prog="python -m jaxcoll",
         description="Run every primitive x algorithm against the xla reference and print a "
-                    "table; exit status 1 on any mismatch.")
+                    "table; exit status 1 on any mismatch. (`python -m jaxcoll draw --help`: "
+                    "pictures of schedules.)")
     parser.add_argument("--devices", type=int, default=8,
                         help="number of fake CPU devices to start (default 8); on GPU/TPU the "
                              "local devices are used, at most this many")

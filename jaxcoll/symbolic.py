@@ -94,13 +94,14 @@ def check_matchings(schedule: Schedule) -> None:
                                         f"ppermute {matching.perm}")
 
 
-def verify(schedule: Schedule) -> None:
-    """Raise ScheduleError (naming the round, rank and chunk) unless the schedule keeps its
-    primitive's promise; return None if it does."""
+def states(schedule: Schedule) -> list[list[list[Contributions | None]]]:
+    """What every rank holds before the first round and after each round, as [rank][chunk]
+    contribution sets; raises ScheduleError at the first transfer that is not possible."""
     if not schedule.primitive:
         raise ValueError(f"{schedule.name}: the schedule names no primitive to verify against; "
                          "build it with jaxcoll.schedule(primitive, algorithm, n)")
     state = initial_state(schedule)
+    history = [[row[:] for row in state]]
     for index, round_ in enumerate(schedule.rounds):
         _check_writes(index, round_)
         before = [row[:] for row in state]
@@ -121,9 +122,17 @@ def verify(schedule: Schedule) -> None:
                     raise ScheduleError(f"round {index}: {t} counts contributions twice into "
                                         f"rank {t.dst} chunk {c}: {sorted(held & sent)}")
                 state[t.dst][c] = held | sent
+        history.append([row[:] for row in state])
+    return history
+
+
+def verify(schedule: Schedule) -> None:
+    """Raise ScheduleError (naming the round, rank and chunk) unless the schedule keeps its
+    primitive's promise; return None if it does."""
+    final = states(schedule)[-1]
     last = f"after round {len(schedule.rounds) - 1}" if schedule.rounds else "with no rounds"
     for (rank, chunk), promised in sorted(promised_state(schedule).items()):
-        held = state[rank][chunk] or frozenset()
+        held = final[rank][chunk] or frozenset()
         if held != promised:
             raise ScheduleError(
                 f"{schedule.name}: {last}, rank {rank} chunk {chunk} holds {sorted(held)}; "

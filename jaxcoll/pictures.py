@@ -1,0 +1,116 @@
+"""Pictures of a schedule: which rank holds whose data after every round (needs matplotlib).
+
+One panel per round, ranks as rows and chunks as columns. A cell is striped with the colour of
+every rank whose data it holds (one colour: a copy of that rank's chunk; all colours: the full
+reduction), grey if it holds nothing yet. Arrows are the round's transfers: solid for copies,
+dashed for reductions.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from pathlib import Path
+
+from .schedules import Schedule
+from .symbolic import states
+
+EMPTY = "#e6e6e6"
+ARROW = "#111111"
+
+
+def _rank_colours(n: int):
+    import matplotlib
+
+    cmap = matplotlib.colormaps["tab10" if n <= 10 else "tab20"]
+    return [cmap(i % cmap.N) for i in range(n)]
+
+
+def _panel(ax, schedule: Schedule, state, round_index: int | None, colours) -> None:
+    """One panel: the state after round ``round_index`` (None: before the first round)."""
+    from matplotlib.patches import FancyArrowPatch, Rectangle
+
+    n, chunks = schedule.n_ranks, schedule.n_chunks
+    for rank in range(n):
+        for chunk in range(chunks):
+            held = sorted(state[rank][chunk] or ())
+            x, y = chunk, n - 1 - rank  # rank 0 on top
+            if not held:
+                ax.add_patch(Rectangle((x, y), 0.92, 0.92, color=EMPTY))
+            for k, (owner, _) in enumerate(held):  # one horizontal stripe per contributor
+                height = 0.92 / len(held)
+                ax.add_patch(Rectangle((x, y + k * height), 0.92, height, color=colours[owner]))
+    if round_index is not None:
+        for t in schedule.rounds[round_index]:
+            for chunk in t.chunks:
+                start = (chunk + 0.46, n - 1 - t.src + 0.46)
+                end = (chunk + 0.46, n - 1 - t.dst + 0.46)
+                ax.add_patch(FancyArrowPatch(
+                    start, end, arrowstyle="-|>", mutation_scale=10, linewidth=1.4, color=ARROW,
+                    linestyle="--" if t.reduce else "-", connectionstyle="arc3,rad=0.35"))
+    ax.set_xlim(-0.1, chunks)
+    ax.set_ylim(-0.1, n)
+    ax.set_xticks([c + 0.46 for c in range(chunks)], [str(c) for c in range(chunks)], fontsize=7)
+    ax.set_yticks([n - 1 - r + 0.46 for r in range(n)], [f"rank {r}" for r in range(n)],
+                  fontsize=7)
+    ax.tick_params(length=0)
+    for side in ax.spines.values():
+        side.set_visible(False)
+    ax.set_title("start" if round_index is None else f"round {round_index}", fontsize=9)
+
+
+def _figure(schedule: Schedule, panels: list[int | None], history):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    colours = _rank_colours(schedule.n_ranks)
+    columns = min(len(panels), 4)
+    rows = math.ceil(len(panels) / columns)
+    size = 0.45 * max(schedule.n_chunks, 3) + 1.2, 0.45 * schedule.n_ranks + 0.9
+    fig, axes = plt.subplots(rows, columns, figsize=(size[0] * columns, size[1] * rows + 1.0),
+                             squeeze=False)
+    for ax, index in zip(axes.flat, panels):
+        _panel(ax, schedule, history[0 if index is None else index + 1], index, colours)
+    for ax in list(axes.flat)[len(panels):]:
+        ax.axis("off")
+    legend = [Patch(color=colours[r], label=f"data of rank {r}")
+              for r in range(schedule.n_ranks)]
+    legend += [Patch(color=EMPTY, label="nothing yet"),
+               Line2D([], [], color=ARROW, label="copy"),
+               Line2D([], [], color=ARROW, linestyle="--", label="reduce (add into)")]
+    fig.legend(handles=legend, loc="lower center", ncol=min(len(legend), 6), fontsize=7,
+               frameon=False)
+    fig.suptitle(f"{schedule.name}: {schedule.n_ranks} ranks x {schedule.n_chunks} chunks, "
+                 f"{schedule.n_rounds} rounds  (rows: ranks, columns: chunks)", fontsize=10)
+    fig.tight_layout(rect=(0, 0.06, 1, 0.95))
+    return fig
+
+
+def draw(schedule: Schedule, path, *, gif: bool = False) -> Path:
+    """Write a PNG (or, ``gif=True``, an animated GIF: one frame a round) of ``schedule``."""
+    import matplotlib.pyplot as plt
+
+    history = states(schedule)
+    path = Path(path)
+    panels = [None, *range(schedule.n_rounds)]
+    if not gif:
+        fig = _figure(schedule, panels, history)
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        return path
+
+    from PIL import Image
+
+    frames = []
+    for index in panels:
+        fig = _figure(schedule, [index], history)
+        buffer = io.BytesIO()
+        fig.savefig(buffer, format="png", dpi=110)
+        plt.close(fig)
+        frames.append(Image.open(io.BytesIO(buffer.getvalue())).convert("RGB"))
+    frames[0].save(path, save_all=True, append_images=frames[1:], duration=900, loop=0)
+    return path
