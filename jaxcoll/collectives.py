@@ -23,15 +23,12 @@ from ._checks import (array_leaves, axis_size, check_choice, check_op_dtype, che
                       gather_dim, scatter_dim)
 from .families import SCHEDULES, build_schedule, pipeline_pieces
 from .execute import execute, in_sequence
+from .model import choose
 from .schedules import Schedule
 
 OPS = ("sum", "mean", "max", "min")
 _COMBINE = {"sum": lax.add, "mean": lax.add, "max": lax.max, "min": lax.min}
 _XLA_REDUCE = {"sum": lax.psum, "mean": lax.pmean, "max": lax.pmax, "min": lax.pmin}
-# What "auto" means until the cost model chooses.
-_AUTO = {"allreduce": "ring", "reduce_scatter": "ring", "allgather": "ring",
-         "broadcast": "binomial", "reduce": "binomial", "gather": "binomial",
-         "scatter": "binomial"}
 
 
 def algorithms(primitive: str) -> tuple[str, ...]:
@@ -53,8 +50,9 @@ def schedule(primitive: str, algorithm: str, n: int, *, root: int = 0,
 
 
 def _resolve_algorithm(primitive: str, algorithm) -> str:
+    """The algorithm name, checked; ``"auto"`` stays until the buffer size is known."""
     check_choice(primitive, "algorithm", algorithm, algorithms(primitive))
-    return _AUTO[primitive] if algorithm == "auto" else algorithm
+    return algorithm
 
 
 def _arguments(primitive: str, x, axis, algorithm, *, op=None, root=None):
@@ -96,10 +94,12 @@ def _packed_by_dtype(leaves: list, dims: list, to_rows: Callable, run: Callable,
 
 
 def _runner(primitive: str, algorithm: str, n: int, axis, op: str = "sum", root: int = 0):
-    """``run(buf)`` for ``_packed_by_dtype``: the schedule (pipelined by buffer size) executed."""
+    """``run(buf)`` for ``_packed_by_dtype``: the schedule executed; ``auto`` picks the one the
+    cost model predicts fastest for this buffer, at trace time."""
     def run(buf):
-        pieces = pipeline_pieces(buf.size * buf.dtype.itemsize)
-        schedule = build_schedule(primitive, algorithm, n, root, pieces)
+        nbytes = buf.size * buf.dtype.itemsize
+        name = choose(primitive, n, nbytes) if algorithm == "auto" else algorithm
+        schedule = build_schedule(primitive, name, n, root, pipeline_pieces(nbytes))
         return execute(schedule, buf, axis, _COMBINE[op])
     return run
 

@@ -1,4 +1,5 @@
-"""The α-β-γ cost model, read off a schedule: α per message, β per byte sent, γ per byte reduced.
+"""The α-β-γ cost model, read off a schedule: α per message, β per byte sent, γ per byte reduced,
+and its calibration on the devices at hand.
 
 Each ppermute the executor makes (one per matching of a round, see execute.py) costs
 α + k·c·β (+ k·c·γ if it reduces), where c is the chunk size and k the most chunks any one
@@ -7,8 +8,13 @@ transfer of it moves. A schedule's predicted time is the sum over its ppermutes.
 
 from __future__ import annotations
 
+import json
+import time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
 
 from .execute import split_round
 from .schedules import Schedule
@@ -52,3 +58,131 @@ def cost(schedule: Schedule, nbytes: float, *, alpha: float, beta: float,
                     reduced[t.dst] += len(t.chunks) * chunk
     return Cost(seconds, messages, max(sent.values(), default=0.0),
                 max(reduced.values(), default=0.0), alpha, beta, gamma)
+
+
+# ----------------------------------------------------------------------------- calibration
+
+@dataclass(frozen=True)
+class Calibration:
+    """α (s per ppermute), β (s per byte sent), γ (s per byte reduced) for one backend."""
+
+    alpha: float
+    beta: float
+    gamma: float
+    backend: str
+    source: str = ""  # where the numbers come from
+
+    def save(self, path) -> Path:
+        path = Path(path)
+        path.write_text(json.dumps(asdict(self), indent=2) + "\n")
+        return path
+
+    @classmethod
+    def load(cls, path) -> "Calibration":
+        return cls(**json.loads(Path(path).read_text()))
+
+
+_SHIPPED = Path(__file__).parent / "calibrations"
+_current: dict[str, Calibration] = {}
+
+
+def calibration(backend: str | None = None) -> Calibration:
+    """The calibration ``auto`` uses for ``backend`` (default: JAX's default backend): the one
+    set by :func:`set_calibration`, else the one shipped with jaxcoll (cpu, gpu)."""
+    if backend is None:
+        import jax
+        backend = jax.default_backend()
+    if backend in _current:
+        return _current[backend]
+    shipped = _SHIPPED / f"{backend}.json"
+    if not shipped.exists():
+        shipped = _SHIPPED / "gpu.json" if backend in ("cuda", "rocm") else _SHIPPED / "cpu.json"
+    return Calibration.load(shipped)
+
+
+def set_calibration(calibration_: Calibration) -> None:
+    """Use ``calibration_`` for its backend from now on (e.g. the result of :func:`calibrate`)."""
+    _current[calibration_.backend] = calibration_
+
+
+def _fit_line(sizes, seconds) -> tuple[float, float]:
+    """Least-squares t = a + b·s, both clipped at 0: (a, b)."""
+    slope, intercept = np.polyfit(np.asarray(sizes, float), np.asarray(seconds, float), 1)
+    return max(float(intercept), 0.0), max(float(slope), 0.0)
+
+
+def calibrate(mesh_or_n=None, *, sizes=(1 << 8, 1 << 12, 1 << 16, 1 << 20, 1 << 22),
+              steps: int = 8, repeats: int = 7) -> Calibration:
+    """Measure α, β, γ on the devices at hand: a ring of ppermutes (``steps`` in a loop, so
+    dispatch is amortised) and a local add over a size sweep, each fitted by least squares.
+
+    ``mesh_or_n``: a Mesh (all its axes form the ring) or a device count (the first n devices;
+    default all). Returns the Calibration; pass it to :func:`set_calibration` to use it.
+    """
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+    if isinstance(mesh_or_n, Mesh):
+        mesh = mesh_or_n
+    else:
+        n = len(jax.devices()) if mesh_or_n is None else int(mesh_or_n)
+        mesh = Mesh(np.array(jax.devices()[:n]), ("ranks",))
+    axes, n = tuple(mesh.axis_names), mesh.size
+    ring = [(r, (r + 1) % n) for r in range(n)]
+
+    def timed(body, count):
+        program = jax.jit(jax.shard_map(body, mesh=mesh, in_specs=P(axes), out_specs=P(axes)))
+        x = jax.device_put(jnp.ones((n * count,), jnp.float32), NamedSharding(mesh, P(axes)))
+        program(x).block_until_ready()  # compile and warm up
+        times = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            program(x).block_until_ready()
+            times.append(time.perf_counter() - start)
+        return float(np.median(times)) / steps
+
+    permute = lambda x: lax.fori_loop(0, steps, lambda i, y: lax.ppermute(y, axes, ring), x)  # noqa: E731
+    add = lambda x: lax.fori_loop(0, steps, lambda i, y: y + x, x)  # noqa: E731
+    counts = [max(1, s // 4) for s in sizes]
+    alpha, beta = _fit_line(sizes, [timed(permute, c) for c in counts])
+    _, gamma = _fit_line(sizes, [timed(add, c) for c in counts])
+    device = jax.devices()[0]
+    return Calibration(alpha, beta, gamma, device.platform,
+                       f"jaxcoll.calibrate on {n} x {device.device_kind}, jax {jax.__version__}")
+
+
+# ----------------------------------------------------------------------------- choosing
+
+def ranking(primitive: str, n: int, nbytes: float,
+            calibration_: Calibration | None = None) -> list[tuple[str, Cost]]:
+    """Every algorithm of ``primitive`` with its predicted cost on n ranks for a buffer of
+    ``nbytes`` per rank, cheapest first (pipelined trees with their usual piece count)."""
+    from .families import SCHEDULES, build_schedule, pipeline_pieces
+
+    cal = calibration_ or calibration()
+    costs = [(name, cost(build_schedule(primitive, name, n, 0, pipeline_pieces(int(nbytes))),
+                         nbytes, alpha=cal.alpha, beta=cal.beta, gamma=cal.gamma))
+             for name in sorted(SCHEDULES[primitive])]
+    return sorted(costs, key=lambda item: item[1].seconds)
+
+
+def choose(primitive: str, n: int, nbytes: float,
+           calibration_: Calibration | None = None) -> str:
+    """The algorithm ``auto`` runs: the cheapest by the model with the current calibration."""
+    return ranking(primitive, n, nbytes, calibration_)[0][0]
+
+
+def explain(primitive: str, n: int, nbytes: float,
+            calibration_: Calibration | None = None) -> list[tuple[str, Cost]]:
+    """Print the ranking ``auto`` chooses from, with predicted times; return it."""
+    cal = calibration_ or calibration()
+    ranked = ranking(primitive, n, nbytes, cal)
+    best = ranked[0][1].seconds or 1e-30
+    print(f"{primitive}, n={n}, {nbytes:.0f} bytes per rank; α={cal.alpha:.3g} s, "
+          f"β={cal.beta:.3g} s/B, γ={cal.gamma:.3g} s/B ({cal.backend}: {cal.source})")
+    for name, c in ranked:
+        print(f"  {name:<22} {c.seconds * 1e6:12.1f} us  x{c.seconds / best:7.2f}   "
+              f"{c.messages} messages, {c.bytes_sent:.0f} B sent, {c.bytes_reduced:.0f} B reduced")
+    return ranked

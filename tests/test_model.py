@@ -1,0 +1,64 @@
+"""Calibration, the algorithm ranking behind auto, and auto end to end."""
+
+import jax.numpy as jnp
+import pytest
+
+import jaxcoll
+from helpers import AXIS, assert_same, exact_inputs, ours_and_reference, per_rank
+from jaxcoll.model import Calibration
+
+LATENCY_BOUND = Calibration(alpha=1e-3, beta=1e-15, gamma=0.0, backend="test")
+BANDWIDTH_BOUND = Calibration(alpha=1e-12, beta=1e-6, gamma=0.0, backend="test")
+
+
+def test_calibrate_measures_positive_numbers_and_round_trips(tmp_path):
+    cal = jaxcoll.calibrate(4, sizes=(1 << 8, 1 << 22), steps=2, repeats=3)
+    assert cal.backend == "cpu" and cal.alpha >= 0 and cal.beta > 0 and cal.gamma >= 0
+    assert Calibration.load(cal.save(tmp_path / "cal.json")) == cal
+
+
+def test_shipped_calibrations_load():
+    for backend in ("cpu", "gpu"):
+        cal = jaxcoll.calibration(backend)
+        assert cal.alpha > 0 and cal.beta > 0 and cal.source
+
+
+def test_set_calibration_is_used_for_its_backend():
+    before = jaxcoll.calibration("test")
+    jaxcoll.set_calibration(LATENCY_BOUND)
+    try:
+        assert jaxcoll.calibration("test") is LATENCY_BOUND
+    finally:
+        from jaxcoll import model
+        model._current.pop("test")
+    assert jaxcoll.calibration("test") == before
+
+
+def test_ranking_follows_the_textbook():
+    # Latency-bound: fewest messages win (binomial broadcast, tree allreduce); bandwidth-bound:
+    # the bandwidth-optimal ones (scatter_allgather broadcast, ring allreduce).
+    assert jaxcoll.choose("broadcast", 8, 1024, LATENCY_BOUND) == "binomial"
+    assert jaxcoll.choose("broadcast", 8, 1 << 24, BANDWIDTH_BOUND) == "scatter_allgather"
+    assert jaxcoll.choose("allreduce", 8, 1024, LATENCY_BOUND) in ("tree", "double_tree")
+    assert jaxcoll.choose("allreduce", 8, 1 << 24, BANDWIDTH_BOUND) == "ring"
+
+
+def test_explain_prints_the_ranking(capsys):
+    ranked = jaxcoll.explain("allreduce", 8, 1 << 20, BANDWIDTH_BOUND)
+    out = capsys.readouterr().out
+    assert [name for name, _ in ranked] == [line.split()[0] for line in out.splitlines()[1:]]
+    assert ranked[0][1].seconds <= ranked[-1][1].seconds
+
+
+@pytest.mark.parametrize("count", [7, 300_000])
+def test_auto_matches_reference(count):
+    n = 8
+    x = exact_inputs(n, (count,), jnp.float32)
+    calls = {"allreduce": lambda v, a: jaxcoll.allreduce(v, AXIS, algorithm=a),
+             "broadcast": lambda v, a: jaxcoll.broadcast(v, AXIS, root=5, algorithm=a),
+             "reduce": lambda v, a: jaxcoll.reduce(v, AXIS, root=2, algorithm=a)}
+    program = per_rank(lambda b: ours_and_reference(list(calls), [b] * 3,
+                                                    lambda p, v: calls[p](v, "auto"),
+                                                    lambda p, v: calls[p](v, "xla")), n)
+    for got, want in program(x):
+        assert_same(got, want)
