@@ -15,6 +15,7 @@ import sys
 import time
 
 UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
+ROOTED = ("broadcast", "reduce", "gather", "scatter")
 
 
 def parse_size(text: str) -> int:
@@ -22,6 +23,52 @@ def parse_size(text: str) -> int:
         if text.endswith(unit):
             return int(float(text[: -len(unit)]) * UNITS[unit])
     return int(text)
+
+
+def program(op: str, algorithm: str, mesh, root: int = 0):
+    """jit(shard_map) of one collective over all of ``mesh`` (axis "i"), input (n, count)."""
+    import jax
+    from jax.sharding import PartitionSpec as P
+
+    import jaxcoll
+
+    kwargs = {"root": root} if op in ROOTED else {}
+    if op in ("reduce_scatter", "scatter"):
+        kwargs["tiled"] = True
+    fn = getattr(jaxcoll, op)
+    return jax.jit(jax.shard_map(lambda b: fn(b[0], "i", algorithm=algorithm, **kwargs)[None],
+                                 mesh=mesh, in_specs=P("i"), out_specs=P("i")))
+
+
+def verifiable_input(mesh, size: int):
+    """(n, count) float32 small integers, ``size`` bytes per device (a multiple of 4n): every
+    sum is exact in any order."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from jax.sharding import NamedSharding, PartitionSpec as P
+
+    n = mesh.size
+    count = max(n, size // 4 // n * n)
+    values = np.random.default_rng(0).integers(-8, 9, (n, count))
+    return jax.device_put(jnp.asarray(values, jnp.float32), NamedSharding(mesh, P("i")))
+
+
+def time_alternating(programs: dict, x, repeats: int) -> dict:
+    """Check every program against "xla" bit for bit, warm up, then time them in turn."""
+    import numpy as np
+
+    reference = np.asarray(programs["xla"](x))
+    for name, prog in programs.items():
+        assert (np.asarray(prog(x)) == reference).all(), f"{name} differs from xla"
+        prog(x).block_until_ready()
+    times = {name: [] for name in programs}
+    for _ in range(repeats):
+        for name, prog in programs.items():
+            start = time.perf_counter()
+            prog(x).block_until_ready()
+            times[name].append(time.perf_counter() - start)
+    return times
 
 
 def main(argv=None) -> int:
@@ -36,9 +83,8 @@ def main(argv=None) -> int:
 
     import jax
     jax.config.update("jax_num_cpu_devices", args.devices)
-    import jax.numpy as jnp
     import numpy as np
-    from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+    from jax.sharding import Mesh
 
     import jaxcoll
 
@@ -47,34 +93,14 @@ def main(argv=None) -> int:
     if args.algorithms != "all":
         names = ["xla"] + [a for a in args.algorithms.split(",") if a != "xla"]
     mesh = Mesh(np.array(jax.devices()[:n]), ("i",))
-    kwargs = {"root": args.root} if args.op in ("broadcast", "reduce", "gather", "scatter") else {}
-    if args.op in ("reduce_scatter", "scatter"):
-        kwargs["tiled"] = True
-
-    def program(name):
-        fn = getattr(jaxcoll, args.op)
-        return jax.jit(jax.shard_map(lambda b: fn(b[0], "i", algorithm=name, **kwargs)[None],
-                                     mesh=mesh, in_specs=P("i"), out_specs=P("i")))
-
     print(f"{args.op}, {n} fake CPU devices, float32, median of {args.repeats} (alternating), "
           f"jax {jax.__version__}")
     for size in [parse_size(s) for s in args.sizes.split(",")]:
-        count = max(n, size // 4 // n * n)
-        x = jax.device_put(jnp.asarray(np.random.default_rng(0).integers(-8, 9, (n, count)),
-                                       jnp.float32), NamedSharding(mesh, P("i")))
-        programs = {name: program(name) for name in names}
-        reference = np.asarray(programs["xla"](x))
-        for name, prog in programs.items():  # compile, check, warm up
-            assert (np.asarray(prog(x)) == reference).all(), f"{name} differs from xla"
-            prog(x).block_until_ready()
-        times = {name: [] for name in names}
-        for _ in range(args.repeats):
-            for name, prog in programs.items():
-                start = time.perf_counter()
-                prog(x).block_until_ready()
-                times[name].append(time.perf_counter() - start)
+        x = verifiable_input(mesh, size)
+        programs = {name: program(args.op, name, mesh, args.root) for name in names}
+        times = time_alternating(programs, x, args.repeats)
         xla = statistics.median(times["xla"])
-        print(f"  {count * 4} bytes per device")
+        print(f"  {x[0].nbytes} bytes per device")
         for name in names:
             median = statistics.median(times[name])
             print(f"    {name:<22} {median * 1e3:9.3f} ms  (min {min(times[name]) * 1e3:.3f}, "

@@ -33,8 +33,8 @@ class Cost:
     gamma: float
 
     def __str__(self) -> str:
-        return (f"{self.seconds * 1e6:.1f} us = {self.messages} x α + "
-                f"{self.bytes_sent:.0f} B x β + {self.bytes_reduced:.0f} B x γ")
+        return (f"{self.seconds * 1e6:.1f} us: {self.messages} messages; the busiest rank sends "
+                f"{self.bytes_sent:.0f} B and reduces {self.bytes_reduced:.0f} B")
 
 
 def cost(schedule: Schedule, nbytes: float, *, alpha: float, beta: float,
