@@ -49,15 +49,12 @@ def schedule(primitive: str, algorithm: str, n: int, *, root: int = 0,
     return build_schedule(primitive, algorithm, int(n), root, int(pieces))
 
 
-def _resolve_algorithm(primitive: str, algorithm) -> str:
-    """The algorithm name, checked; ``"auto"`` stays until the buffer size is known."""
-    check_choice(primitive, "algorithm", algorithm, algorithms(primitive))
-    return algorithm
-
-
 def _arguments(primitive: str, x, axis, algorithm, *, op=None, root=None):
-    """The checked arguments of a public collective: (algorithm, n, root, leaves, treedef)."""
-    algorithm = _resolve_algorithm(primitive, algorithm)
+    """The checked arguments of a public collective: (algorithm, n, root, leaves, treedef).
+
+    ``"auto"`` stays as it is: it is resolved per packed buffer, once its size is known.
+    """
+    check_choice(primitive, "algorithm", algorithm, algorithms(primitive))
     if op is not None:
         check_choice(primitive, "op", op, OPS)
     n = axis_size(primitive, axis)
