@@ -174,7 +174,10 @@ def _as_varying(x, axis):
 
 @lru_cache(maxsize=None)
 def _jaxlib_version() -> tuple[int, ...]:
-    return tuple(int(p) for p in metadata.version("jaxlib").split(".")[:2])
+    try:
+        return tuple(int(p) for p in metadata.version("jaxlib").split(".")[:2])
+    except (metadata.PackageNotFoundError, ValueError):  # a source build: assume it is new
+        return (99,)
 
 
 def serialize_collectives() -> bool:
