@@ -16,7 +16,7 @@ number of ranks holding it doubles every round.
 from __future__ import annotations
 
 from ..schedules import Schedule, Transfer
-from .tree import fan_out
+from .tree import fan_out, relabel
 
 
 def children(v: int, n: int) -> list[int]:
@@ -28,8 +28,8 @@ def children(v: int, n: int) -> list[int]:
 
 def broadcast(n: int, root: int = 0, pieces: int = 1) -> Schedule:
     """Binomial broadcast from ``root``: ceil(log2 n) rounds when ``pieces`` is 1."""
-    rounds = fan_out("binomial broadcast", n, lambda v: children(v, n),
-                     lambda v: (v + root) % n, list(range(pieces)))
+    rounds = fan_out("binomial broadcast", n, lambda v: children(v, n), relabel(n, root),
+                     list(range(pieces)))
     return Schedule.build("binomial broadcast", n, n_chunks=pieces, rounds=rounds)
 
 
@@ -44,7 +44,7 @@ def scatter(n: int, root: int = 0) -> Schedule:
     Round j (j = 0, 1, ...) is the step 2^k = 2^(K-1-j): every v that is a multiple of 2^(k+1)
     sends the chunks of the subtree v + 2^k .. v + 2^(k+1) - 1 to v + 2^k.
     """
-    real = lambda v: (v + root) % n  # noqa: E731
+    real = relabel(n, root)
     rounds = []
     for k in reversed(range(max(n - 1, 0).bit_length())):
         step = 1 << k

@@ -51,13 +51,14 @@ def fan_out(name: str, n: int, children: Callable[[int], list[int]], real: Calla
     return rounds
 
 
-def _relabel(n: int, root: int) -> Callable[[int], int]:
+def relabel(n: int, root: int) -> Callable[[int], int]:
+    """Virtual rank v (the root is 0) -> real rank (v + root) % n."""
     return lambda v: (v + root) % n
 
 
 def broadcast(n: int, root: int = 0, pieces: int = 1) -> Schedule:
     """Heap-tree broadcast from ``root``, pipelined in ``pieces`` chunks."""
-    rounds = fan_out("tree broadcast", n, lambda v: heap_children(v, n), _relabel(n, root),
+    rounds = fan_out("tree broadcast", n, lambda v: heap_children(v, n), relabel(n, root),
                      list(range(pieces)))
     return Schedule.build("tree broadcast", n, n_chunks=pieces, rounds=rounds)
 
