@@ -16,7 +16,7 @@ number of ranks holding it doubles every round.
 from __future__ import annotations
 
 from ..schedules import Schedule, Transfer
-from .tree import fan_out, relabel
+from .tree import relabel, rooted_broadcast
 
 
 def children(v: int, n: int) -> list[int]:
@@ -28,9 +28,7 @@ def children(v: int, n: int) -> list[int]:
 
 def broadcast(n: int, root: int = 0, pieces: int = 1) -> Schedule:
     """Binomial broadcast from ``root``: ceil(log2 n) rounds when ``pieces`` is 1."""
-    rounds = fan_out("binomial broadcast", n, lambda v: children(v, n), relabel(n, root),
-                     list(range(pieces)))
-    return Schedule.build("binomial broadcast", n, n_chunks=pieces, rounds=rounds)
+    return rooted_broadcast("binomial broadcast", n, root, pieces, children)
 
 
 def reduce(n: int, root: int = 0, pieces: int = 1) -> Schedule:

@@ -56,11 +56,17 @@ def relabel(n: int, root: int) -> Callable[[int], int]:
     return lambda v: (v + root) % n
 
 
+def rooted_broadcast(name: str, n: int, root: int, pieces: int,
+                     children: Callable[[int, int], list[int]]) -> Schedule:
+    """A broadcast from ``root`` down the tree ``children(v, n)`` (virtual ranks, root 0),
+    pipelined in ``pieces`` chunks."""
+    rounds = fan_out(name, n, lambda v: children(v, n), relabel(n, root), list(range(pieces)))
+    return Schedule.build(name, n, n_chunks=pieces, rounds=rounds)
+
+
 def broadcast(n: int, root: int = 0, pieces: int = 1) -> Schedule:
     """Heap-tree broadcast from ``root``, pipelined in ``pieces`` chunks."""
-    rounds = fan_out("tree broadcast", n, lambda v: heap_children(v, n), relabel(n, root),
-                     list(range(pieces)))
-    return Schedule.build("tree broadcast", n, n_chunks=pieces, rounds=rounds)
+    return rooted_broadcast("tree broadcast", n, root, pieces, heap_children)
 
 
 def reduce(n: int, root: int = 0, pieces: int = 1) -> Schedule:
