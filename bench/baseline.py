@@ -15,7 +15,6 @@ import sys
 import time
 
 UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
-ROOTED = ("broadcast", "reduce", "gather", "scatter")
 
 
 def parse_size(text: str) -> int:
@@ -30,14 +29,11 @@ def program(op: str, algorithm: str, mesh, root: int = 0):
     import jax
     from jax.sharding import PartitionSpec as P
 
-    import jaxcoll
+    from jaxcoll.check import call_collective
 
-    kwargs = {"root": root} if op in ROOTED else {}
-    if op in ("reduce_scatter", "scatter"):
-        kwargs["tiled"] = True
-    fn = getattr(jaxcoll, op)
-    return jax.jit(jax.shard_map(lambda b: fn(b[0], "i", algorithm=algorithm, **kwargs)[None],
-                                 mesh=mesh, in_specs=P("i"), out_specs=P("i")))
+    return jax.jit(jax.shard_map(
+        lambda b: call_collective(op, algorithm, b[0], "i", root)[None],
+        mesh=mesh, in_specs=P("i"), out_specs=P("i")))
 
 
 def verifiable_input(mesh, size: int):

@@ -35,13 +35,12 @@ class Row:
         return self.max_error == 0.0
 
 
-def _call(primitive: str, algorithm: str, x, n: int):
-    """One collective; rooted ones use the last rank as root, so relabelling is exercised."""
-    fn = getattr(collectives, primitive)
-    kwargs = {"root": n - 1} if primitive in ROOTED else {}
+def call_collective(primitive: str, algorithm: str, x, axis, root: int = 0):
+    """``primitive`` on ``x``: rooted ones from ``root``, scattering ones tiled (x cut in n)."""
+    kwargs = {"root": root} if primitive in ROOTED else {}
     if primitive in SCATTERING:
         kwargs["tiled"] = True
-    return fn(x, AXIS, algorithm=algorithm, **kwargs)
+    return getattr(collectives, primitive)(x, axis, algorithm=algorithm, **kwargs)
 
 
 def ours_and_reference(cases, inputs, ours, reference) -> list:
@@ -61,9 +60,11 @@ def _program(primitive: str, algorithm: str, mesh: Mesh):
     n = mesh.size
 
     def body(xs):
-        pairs = ours_and_reference(range(len(xs)), [x[0] for x in xs],
-                                   lambda _, x: _call(primitive, algorithm, x, n),
-                                   lambda _, x: _call(primitive, "xla", x, n))
+        # Rooted collectives use the last rank as root, so relabelling is exercised.
+        pairs = ours_and_reference(
+            range(len(xs)), [x[0] for x in xs],
+            lambda _, x: call_collective(primitive, algorithm, x, AXIS, root=n - 1),
+            lambda _, x: call_collective(primitive, "xla", x, AXIS, root=n - 1))
         return jax.tree_util.tree_map(lambda y: y[None], pairs)
 
     return jax.jit(jax.shard_map(body, mesh=mesh, in_specs=P(AXIS), out_specs=P(AXIS)))

@@ -50,7 +50,6 @@ def assert_same(got, want, what: str = "") -> None:
     np.testing.assert_array_equal(got, want, err_msg=what)
 
 
-
 def ours_vs_xla(cases, call, algorithm: str, n: int):
     """One jitted program on n ranks: (call(case, algorithm, x), call(case, "xla", x)) for
     each case and its input."""
