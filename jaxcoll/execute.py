@@ -74,12 +74,16 @@ def split_round(round_: Round) -> list[list[Transfer]]:
     return groups
 
 
-def _chunk_table(transfers: list[Transfer], n_ranks: int, side: str) -> np.ndarray:
-    """(n_ranks, n_moved) chunk ids by rank; ranks not taking part get 0..n_moved-1 (unused)."""
+def _chunk_table(transfers: list[Transfer], n_ranks: int, sending: bool) -> np.ndarray:
+    """(n_ranks, n_moved) ids of the chunks each rank sends (or receives into); ranks not
+    taking part get 0..n_moved-1 (unused)."""
     n_moved = len(transfers[0].chunks)
     table = np.tile(np.arange(n_moved, dtype=np.int32), (n_ranks, 1))  # (n_ranks, n_moved)
     for t in transfers:
-        table[getattr(t, side)] = t.chunks
+        if sending:
+            table[t.src] = t.chunks
+        else:
+            table[t.dst] = t.into
     return table
 
 
@@ -92,8 +96,8 @@ def lower(schedule: Schedule) -> tuple[Segment, ...]:
         matchings = tuple(
             Matching(tuple((t.src, t.dst) for t in g), len(g[0].chunks), g[0].reduce)
             for g in groups)
-        sends = [_chunk_table(g, schedule.n_ranks, "src") for g in groups]
-        recvs = [_chunk_table(g, schedule.n_ranks, "dst") for g in groups]
+        sends = [_chunk_table(g, schedule.n_ranks, sending=True) for g in groups]
+        recvs = [_chunk_table(g, schedule.n_ranks, sending=False) for g in groups]
         if segments and segments[-1][0] == matchings:
             segments[-1][1].append(sends)
             segments[-1][2].append(recvs)

@@ -42,9 +42,9 @@ def _panel(ax, schedule: Schedule, state, round_index: int | None, colours) -> N
                 ax.add_patch(Rectangle((x, y + k * height), 0.92, height, color=colours[owner]))
     if round_index is not None:
         for t in schedule.rounds[round_index]:
-            for chunk in t.chunks:
+            for chunk, into in zip(t.chunks, t.into):
                 start = (chunk + 0.46, n - 1 - t.src + 0.46)
-                end = (chunk + 0.46, n - 1 - t.dst + 0.46)
+                end = (into + 0.46, n - 1 - t.dst + 0.46)
                 ax.add_patch(FancyArrowPatch(
                     start, end, arrowstyle="-|>", mutation_scale=10, linewidth=1.4, color=ARROW,
                     linestyle="--" if t.reduce else "-", connectionstyle="arc3,rad=0.35"))

@@ -3,7 +3,9 @@
 Every rank holds the same buffer layout: ``n_chunks`` chunks of equal length. A schedule is a
 list of rounds; a round is a set of transfers that happen at the same time (every transfer of a
 round reads the buffers as they were before the round); a transfer moves some chunks from one
-rank to another and either copies them over the receiver's chunks or reduces into them.
+rank to another and either copies them over the receiver's chunks or reduces into them. The
+receiver's chunks are the same ids unless the transfer says ``into`` which (AllToAll moves a
+rank's chunk j into its destination's chunk i).
 
 The ring reduce-scatter is then almost the seed's pseudocode::
 
@@ -19,26 +21,43 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable
 
+import numpy as np
+
 
 @dataclass(frozen=True)
 class Transfer:
-    """``src`` sends its chunks ``chunks`` to ``dst``, which copies or reduces them in place."""
+    """``src`` sends its chunks ``chunks`` to ``dst``, which copies or reduces them into its
+    chunks ``into`` (by default the same ids)."""
 
     src: int
     dst: int
     chunks: tuple[int, ...]
     reduce: bool
+    into: tuple[int, ...]
 
-    def __init__(self, src: int, dst: int, chunks: int | Iterable[int], reduce: bool):
-        chunks = (chunks,) if isinstance(chunks, int) else tuple(chunks)
+    def __init__(self, src: int, dst: int, chunks: int | Iterable[int], reduce: bool,
+                 into: int | Iterable[int] | None = None):
+        chunks = _ids(chunks)
+        into = chunks if into is None else _ids(into)
+        if len(into) != len(chunks):
+            raise ValueError(f"Transfer {src}->{dst}: chunks {chunks} and into {into} differ "
+                             "in length")
         object.__setattr__(self, "src", int(src))
         object.__setattr__(self, "dst", int(dst))
-        object.__setattr__(self, "chunks", tuple(int(c) for c in chunks))
+        object.__setattr__(self, "chunks", chunks)
         object.__setattr__(self, "reduce", bool(reduce))
+        object.__setattr__(self, "into", into)
 
     def __str__(self) -> str:
-        ids = ",".join(map(str, self.chunks))
-        return f"{self.src}->{self.dst} [{ids}]{'+' if self.reduce else '='}"
+        moved = f"[{','.join(map(str, self.chunks))}]"
+        if self.into != self.chunks:
+            moved += f">[{','.join(map(str, self.into))}]"
+        return f"{self.src}->{self.dst} {moved}{'+' if self.reduce else '='}"
+
+
+def _ids(chunks: int | Iterable[int]) -> tuple[int, ...]:
+    """Chunk ids as a tuple of ints."""
+    return (int(chunks),) if isinstance(chunks, (int, np.integer)) else tuple(int(c) for c in chunks)
 
 
 @dataclass(frozen=True)
@@ -91,7 +110,8 @@ class Schedule:
         for index, round_ in enumerate(self.rounds):
             for t in round_:
                 bad_rank = not (0 <= t.src < self.n_ranks and 0 <= t.dst < self.n_ranks)
-                bad_chunk = not t.chunks or any(not 0 <= c < self.n_chunks for c in t.chunks)
+                ids = t.chunks + t.into
+                bad_chunk = not t.chunks or any(not 0 <= c < self.n_chunks for c in ids)
                 if bad_rank or bad_chunk or t.src == t.dst:
                     raise ValueError(f"{self.name}: round {index} has an invalid transfer {t} "
                                      f"(ranks 0..{self.n_ranks - 1}, chunks "
@@ -111,7 +131,7 @@ class Schedule:
         Data that fanned out from a root now flows into it: a broadcast reversed with
         ``reduce=True`` is a reduce, a scatter reversed with ``reduce=False`` is a gather.
         """
-        rounds = [[Transfer(t.dst, t.src, t.chunks, reduce) for t in r]
+        rounds = [[Transfer(t.dst, t.src, t.into, reduce, into=t.chunks) for t in r]
                   for r in reversed(self.rounds)]
         return Schedule.build(name, self.n_ranks, n_chunks=self.n_chunks, rounds=rounds)
 
@@ -120,8 +140,10 @@ class Schedule:
         return len(self.rounds)
 
     def __str__(self) -> str:
+        moves = any(t.into != t.chunks for r in self.rounds for t in r)
+        into = ">[into]" if moves else ""
         header = (f"{self.name}: {self.n_ranks} ranks, {self.n_chunks} chunks, "
-                  f"{self.n_rounds} rounds   (src->dst [chunks], '+' reduce, '=' copy)")
+                  f"{self.n_rounds} rounds   (src->dst [chunks]{into}, '+' reduce, '=' copy)")
         width = len(str(max(self.n_rounds - 1, 0)))
         lines = [header] + [f"  round {i:>{width}} | {r}" for i, r in enumerate(self.rounds)]
         return "\n".join(lines)

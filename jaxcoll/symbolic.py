@@ -73,7 +73,7 @@ def _check_writes(index: int, round_) -> None:
     """A chunk copied into may be written by nothing else in the same round."""
     writes = {}
     for t in round_:
-        for c in t.chunks:
+        for c in t.into:
             writes.setdefault((t.dst, c), []).append(t)
     for (dst, c), ts in writes.items():
         if len(ts) > 1 and not all(t.reduce for t in ts):
@@ -106,22 +106,22 @@ def states(schedule: Schedule) -> list[list[list[Contributions | None]]]:
         _check_writes(index, round_)
         before = [row[:] for row in state]
         for t in round_:
-            for c in t.chunks:
+            for c, d in zip(t.chunks, t.into):
                 sent = before[t.src][c]
                 if sent is None:
                     raise ScheduleError(f"round {index}: rank {t.src} sends chunk {c} to rank "
                                         f"{t.dst} before it holds any data for it")
                 if not t.reduce:
-                    state[t.dst][c] = sent
+                    state[t.dst][d] = sent
                     continue
-                held = state[t.dst][c]
+                held = state[t.dst][d]
                 if held is None:
-                    raise ScheduleError(f"round {index}: rank {t.dst} reduces into chunk {c}, "
+                    raise ScheduleError(f"round {index}: rank {t.dst} reduces into chunk {d}, "
                                         "which holds no data yet")
                 if held & sent:
                     raise ScheduleError(f"round {index}: {t} counts contributions twice into "
-                                        f"rank {t.dst} chunk {c}: {sorted(held & sent)}")
-                state[t.dst][c] = held | sent
+                                        f"rank {t.dst} chunk {d}: {sorted(held & sent)}")
+                state[t.dst][d] = held | sent
         history.append([row[:] for row in state])
     return history
 

@@ -21,16 +21,16 @@ def simulate(schedule: Schedule, buffers: np.ndarray) -> np.ndarray:
         for t in round_:
             sent = before[t.src, list(t.chunks)]
             if t.reduce:
-                buffers[t.dst, list(t.chunks)] += sent
+                buffers[t.dst, list(t.into)] += sent
             else:
-                buffers[t.dst, list(t.chunks)] = sent
+                buffers[t.dst, list(t.into)] = sent
     return buffers
 
 
 def random_schedule(n: int, rng) -> Schedule:
-    """Random rounds: ranks may send and receive several times a round, any chunk ids. A chunk
-    copied into in a round is written by nothing else in it (else the round has no meaning);
-    several reduces into one chunk are fine."""
+    """Random rounds: ranks may send and receive several times a round, any chunk ids, received
+    into the same ids or others. A chunk copied into in a round is written by nothing else in
+    it (else the round has no meaning); several reduces into one chunk are fine."""
     n_chunks = int(rng.integers(1, 6))
     rounds = []
     for _ in range(int(rng.integers(1, 5))):
@@ -39,12 +39,15 @@ def random_schedule(n: int, rng) -> Schedule:
             src, dst = (int(r) for r in rng.choice(n, size=2, replace=False))
             n_moved = int(rng.integers(1, n_chunks + 1))
             chunks = [int(c) for c in rng.choice(n_chunks, size=n_moved, replace=False)]
+            into = chunks
+            if rng.integers(2):
+                into = [int(c) for c in rng.choice(n_chunks, size=n_moved, replace=False)]
             kind = "reduce" if rng.integers(2) else "copy"
-            clash = [written.get((dst, c)) for c in chunks]
+            clash = [written.get((dst, c)) for c in into]
             if "copy" in clash or (kind == "copy" and any(clash)):
                 continue
-            written.update({(dst, c): kind for c in chunks})
-            transfers.append(Transfer(src, dst, chunks, kind == "reduce"))
+            written.update({(dst, c): kind for c in into})
+            transfers.append(Transfer(src, dst, chunks, kind == "reduce", into=into))
         rounds.append(transfers)
     return Schedule.build(f"random n={n}", n, n_chunks=n_chunks, rounds=rounds)
 
