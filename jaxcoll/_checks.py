@@ -76,28 +76,28 @@ def check_op_dtype(fn: str, op: str, dtype) -> None:
         raise TypeError(f"jaxcoll.{fn}: op={op!r} is not defined for complex dtype {dtype}")
 
 
-def normalize_dim(fn: str, dim, shape, *, new_axis: bool) -> int:
+def normalize_dim(fn: str, dim, shape, *, new_axis: bool, arg: str = "dim") -> int:
     """``dim`` as a non-negative index into ``shape`` (one longer when it adds an axis)."""
     rank = len(shape) + 1 if new_axis else len(shape)
     if not isinstance(dim, (int, np.integer)) or isinstance(dim, bool):
-        raise TypeError(f"jaxcoll.{fn}: dim={dim!r} must be an int")
+        raise TypeError(f"jaxcoll.{fn}: {arg}={dim!r} must be an int")
     if not -rank <= dim < rank:
-        raise ValueError(f"jaxcoll.{fn}: dim={dim} is out of range for a leaf of shape "
+        raise ValueError(f"jaxcoll.{fn}: {arg}={dim} is out of range for a leaf of shape "
                          f"{tuple(shape)}; allowed: {-rank}..{rank - 1}")
     return int(dim) % rank
 
 
-def scatter_dim(fn: str, shape, dim, tiled: bool, n: int) -> int:
-    """The dimension a leaf is split into n blocks along (reduce_scatter, scatter)."""
+def scatter_dim(fn: str, shape, dim, tiled: bool, n: int, arg: str = "dim") -> int:
+    """The dimension a leaf is split into n blocks along (reduce_scatter, scatter, alltoall)."""
     if len(shape) == 0:
-        raise ValueError(f"jaxcoll.{fn}: a 0-d leaf cannot be scattered; every leaf needs a "
-                         f"dimension dim={dim} of size {'a multiple of ' if tiled else ''}{n}")
-    d = normalize_dim(fn, dim, shape, new_axis=False)
+        raise ValueError(f"jaxcoll.{fn}: a 0-d leaf cannot be split; every leaf needs a "
+                         f"dimension {arg}={dim} of size {'a multiple of ' if tiled else ''}{n}")
+    d = normalize_dim(fn, dim, shape, new_axis=False, arg=arg)
     if tiled and shape[d] % n:
-        raise ValueError(f"jaxcoll.{fn}: tiled=True needs dimension dim={dim} of a leaf of "
+        raise ValueError(f"jaxcoll.{fn}: tiled=True needs dimension {arg}={dim} of a leaf of "
                          f"shape {tuple(shape)} to be a multiple of the axis size {n}")
     if not tiled and shape[d] != n:
-        raise ValueError(f"jaxcoll.{fn}: tiled=False needs dimension dim={dim} of a leaf of "
+        raise ValueError(f"jaxcoll.{fn}: tiled=False needs dimension {arg}={dim} of a leaf of "
                          f"shape {tuple(shape)} to equal the axis size {n} "
                          "(or pass tiled=True to split it into n blocks)")
     return d
@@ -109,3 +109,19 @@ def gather_dim(fn: str, shape, dim, tiled: bool) -> int:
         raise ValueError(f"jaxcoll.{fn}: tiled=True cannot concatenate 0-d leaves; "
                          "use tiled=False to stack them")
     return normalize_dim(fn, dim, shape, new_axis=not tiled)
+
+
+def alltoall_dims(shape, split_dim, concat_dim, tiled: bool, n: int) -> tuple[int, int]:
+    """(split, concat) for alltoall: split as in scatter; concat indexes the result, which
+    has the leaf's rank (without tiling the split dimension is dropped and n added)."""
+    split = scatter_dim("alltoall", shape, split_dim, tiled, n, arg="split_dim")
+    concat = normalize_dim("alltoall", concat_dim, shape, new_axis=False, arg="concat_dim")
+    return split, concat
+
+
+def check_two_level_axis(fn: str, algorithm: str, axis) -> None:
+    """A two-level algorithm needs ``axis`` = (outer, inner)."""
+    if not (isinstance(axis, tuple) and len(axis) == 2):
+        raise ValueError(f"jaxcoll.{fn}: algorithm={algorithm!r} needs axis to be a tuple of "
+                         f"two mesh axis names (outer, inner), e.g. ('node', 'gpu'); got "
+                         f"axis={axis!r}")

@@ -14,12 +14,14 @@ import numpy as np
 from jax.sharding import Mesh, PartitionSpec as P
 
 from . import collectives
-from .families import SCHEDULES
+from .families import SCHEDULES, two_level
 from .execute import after, serialize_collectives
 
 AXIS = "ranks"
+LEVELS = ("outer", "inner")  # the tuple axis two-level algorithms run on
 ROOTED = ("broadcast", "reduce", "gather", "scatter")
-SCATTERING = ("reduce_scatter", "scatter")  # x is cut into n blocks: counts rounded up to n
+SCATTERING = ("reduce_scatter", "scatter", "alltoall")  # x is cut into n blocks: counts
+# rounded up to a multiple of n
 
 
 @dataclass(frozen=True)
@@ -36,11 +38,21 @@ class Row:
 
 
 def call_collective(primitive: str, algorithm: str, x, axis, root: int = 0):
-    """``primitive`` on ``x``: rooted ones from ``root``, scattering ones tiled (x cut in n)."""
+    """``primitive`` on ``x``: rooted ones from ``root``, scattering ones tiled (x cut in n),
+    alltoall split and concatenated along dimension 0."""
     kwargs = {"root": root} if primitive in ROOTED else {}
     if primitive in SCATTERING:
         kwargs["tiled"] = True
+    if primitive == "alltoall":
+        kwargs.update(split_dim=0, concat_dim=0)
     return getattr(collectives, primitive)(x, axis, algorithm=algorithm, **kwargs)
+
+
+def two_level_mesh(n: int) -> Mesh:
+    """The first n devices as an (outer, inner) mesh: outer is n's smallest prime factor
+    (2 x 4 for 8, like 2 nodes of 4 GPUs; 5 x 1 for 5)."""
+    outer = next(f for f in range(2, n + 1) if n % f == 0) if n > 1 else 1
+    return Mesh(np.array(jax.devices()[:n]).reshape(outer, n // outer), LEVELS)
 
 
 def ours_and_reference(cases, inputs, ours, reference) -> list:
@@ -55,19 +67,23 @@ def ours_and_reference(cases, inputs, ours, reference) -> list:
     return results
 
 
-def _program(primitive: str, algorithm: str, mesh: Mesh):
-    """One jitted program: (ours, reference) for each input, every rank's results stacked."""
-    n = mesh.size
+def _program(primitive: str, algorithm: str, n: int):
+    """One jitted program on the first n devices: (ours, reference) for each input, every
+    rank's results stacked. Two-level algorithms run on the (outer, inner) tuple axis."""
+    if two_level(primitive, algorithm):
+        mesh, axis = two_level_mesh(n), LEVELS
+    else:
+        mesh, axis = Mesh(np.array(jax.devices()[:n]), (AXIS,)), AXIS
 
     def body(xs):
         # Rooted collectives use the last rank as root, so relabelling is exercised.
         pairs = ours_and_reference(
             range(len(xs)), [x[0] for x in xs],
-            lambda _, x: call_collective(primitive, algorithm, x, AXIS, root=n - 1),
-            lambda _, x: call_collective(primitive, "xla", x, AXIS, root=n - 1))
+            lambda _, x: call_collective(primitive, algorithm, x, axis, root=n - 1),
+            lambda _, x: call_collective(primitive, "xla", x, axis, root=n - 1))
         return jax.tree_util.tree_map(lambda y: y[None], pairs)
 
-    return jax.jit(jax.shard_map(body, mesh=mesh, in_specs=P(AXIS), out_specs=P(AXIS)))
+    return jax.jit(jax.shard_map(body, mesh=mesh, in_specs=P(axis), out_specs=P(axis)))
 
 
 def _inputs(primitive: str, n: int, counts: list[int], rng) -> list:
@@ -82,13 +98,12 @@ def _inputs(primitive: str, n: int, counts: list[int], rng) -> list:
 
 def run_checks(n: int, counts: list[int], seed: int = 0) -> list[Row]:
     """Check every (primitive, algorithm) on the first ``n`` devices at ``counts`` elements."""
-    mesh = Mesh(np.array(jax.devices()[:n]), (AXIS,))
     rng = np.random.default_rng(seed)
     rows = []
     for primitive, schedules in SCHEDULES.items():
         inputs = _inputs(primitive, n, counts, rng)
         for algorithm in sorted(schedules):
-            results = _program(primitive, algorithm, mesh)(inputs)
+            results = _program(primitive, algorithm, n)(inputs)
             for x, (ours, reference) in zip(inputs, results):
                 error = float(jnp.max(jnp.abs(ours - reference), initial=0.0))
                 rows.append(Row(primitive, algorithm, n, x[0].nbytes, error))

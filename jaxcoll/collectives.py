@@ -9,6 +9,9 @@ Each collective is one layout on the executor's (n_blocks, block_len) buffer:
 - allreduce, broadcast, reduce: the whole flattened ``x`` is one block, (1, size).
 - reduce_scatter, scatter: ``x`` cut into n blocks along ``dim``, block i in row i, (n, size/n).
 - allgather, gather: n rows, this rank's ``x`` in row ``axis_index``, (n, size).
+- alltoall: the scatter layout twice, (2n, size/n): rows n.. receive (see symbolic.py).
+
+``hierarchical`` runs on a tuple axis (outer, inner); its schedule is built from both sizes.
 """
 
 from __future__ import annotations
@@ -19,9 +22,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from ._checks import (array_leaves, axis_size, check_choice, check_op_dtype, check_root,
-                      gather_dim, scatter_dim)
-from .families import SCHEDULES, build_schedule, pipeline_pieces
+from ._checks import (alltoall_dims, array_leaves, axis_size, check_choice, check_op_dtype,
+                      check_root, check_two_level_axis, gather_dim, scatter_dim)
+from .families import SCHEDULES, build_schedule, pipeline_pieces, two_level
 from .execute import execute, in_sequence
 from .model import choose
 from .schedules import Schedule
@@ -37,16 +40,28 @@ def algorithms(primitive: str) -> tuple[str, ...]:
     return ("auto", "xla", *sorted(SCHEDULES[primitive]))
 
 
-def schedule(primitive: str, algorithm: str, n: int, *, root: int = 0,
-             pieces: int = 1) -> Schedule:
-    """The schedule ``algorithm`` runs for ``primitive`` on ``n`` ranks (plain data, no JAX)."""
+def _positive_int(value) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value >= 1
+
+
+def schedule(primitive: str, algorithm: str, n, *, root: int = 0, pieces: int = 1) -> Schedule:
+    """The schedule ``algorithm`` runs for ``primitive`` on ``n`` ranks (plain data, no JAX);
+    for ``hierarchical``, ``n`` is the pair (outer, inner) of the tuple axis' sizes."""
     check_choice("schedule", "primitive", primitive, tuple(SCHEDULES))
     check_choice("schedule", "algorithm", algorithm, tuple(sorted(SCHEDULES[primitive])))
-    for name, value in (("n", n), ("pieces", pieces)):
-        if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
-            raise ValueError(f"jaxcoll.schedule: {name}={value!r} must be an int >= 1")
-    root = check_root("schedule", root, int(n))
-    return build_schedule(primitive, algorithm, int(n), root, int(pieces))
+    if two_level(primitive, algorithm):
+        if not (isinstance(n, tuple) and len(n) == 2 and all(map(_positive_int, n))):
+            raise ValueError(f"jaxcoll.schedule: n={n!r} must be a pair (outer, inner) of ints "
+                             f">= 1 for {algorithm!r}, e.g. (2, 4)")
+        ranks = (int(n[0]), int(n[1]))
+    elif _positive_int(n):
+        ranks = int(n)
+    else:
+        raise ValueError(f"jaxcoll.schedule: n={n!r} must be an int >= 1")
+    if not _positive_int(pieces):
+        raise ValueError(f"jaxcoll.schedule: pieces={pieces!r} must be an int >= 1")
+    root = check_root("schedule", root, int(np.prod(ranks)))
+    return build_schedule(primitive, algorithm, ranks, root, int(pieces))
 
 
 def _arguments(primitive: str, x, axis, algorithm, *, op=None, root=None):
@@ -55,6 +70,8 @@ def _arguments(primitive: str, x, axis, algorithm, *, op=None, root=None):
     ``"auto"`` stays as it is: it is resolved per packed buffer, once its size is known.
     """
     check_choice(primitive, "algorithm", algorithm, algorithms(primitive))
+    if two_level(primitive, algorithm):
+        check_two_level_axis(primitive, algorithm, axis)
     if op is not None:
         check_choice(primitive, "op", op, OPS)
     n = axis_size(primitive, axis)
@@ -93,11 +110,18 @@ def _packed_by_dtype(leaves: list, dims: list, to_rows: Callable, run: Callable,
 def _runner(primitive: str, algorithm: str, n: int, axis, op: str = "sum", root: int = 0):
     """``run(buf)`` for ``_packed_by_dtype``: the schedule executed; ``auto`` picks the one the
     cost model predicts fastest for this buffer, at trace time."""
+    ranks = tuple(axis_size(primitive, name) for name in axis) if two_level(
+        primitive, algorithm) else n
+
     def run(buf):
         nbytes = buf.size * buf.dtype.itemsize
         name = choose(primitive, n, nbytes) if algorithm == "auto" else algorithm
-        schedule = build_schedule(primitive, name, n, root, pipeline_pieces(nbytes))
-        return execute(schedule, buf, axis, _COMBINE[op])
+        schedule = build_schedule(primitive, name, ranks, root, pipeline_pieces(nbytes))
+        if primitive != "alltoall":
+            return execute(schedule, buf, axis, _COMBINE[op])
+        # alltoall runs on the (n, width) input twice; rows n.. receive (see symbolic.py)
+        received = execute(schedule, jnp.concatenate([buf, buf]), axis, _COMBINE[op])
+        return received[n:]  # (2n, width) -> (n, width)
     return run
 
 
@@ -136,15 +160,43 @@ def _in_my_row(run: Callable, axis, n: int):
     return placed
 
 
+def _stack_blocks(blocks, d: int, tiled: bool):
+    """(n, *block) blocks stacked as a new dimension d, or (tiled) concatenated along d."""
+    stacked = jnp.moveaxis(blocks, 0, d)  # n inserted at d
+    if not tiled:
+        return stacked
+    shape = list(blocks.shape[1:])
+    shape[d] *= blocks.shape[0]
+    return stacked.reshape(shape)  # dims d, d+1 merged: (..., n * block[d], ...)
+
+
 def _stacked(n: int, tiled: bool):
     """from_rows for the gather layout: (n, size) rows stacked or concatenated along dim."""
-    def from_rows(rows, leaf, d):
-        stacked = jnp.moveaxis(rows.reshape(n, *leaf.shape), 0, d)  # n inserted at d
-        if not tiled:
-            return stacked
-        shape = list(leaf.shape)
-        shape[d] *= n
-        return stacked.reshape(shape)  # dims d, d+1 merged: (..., n * shape[d], ...)
+    return lambda rows, leaf, d: _stack_blocks(rows.reshape(n, *leaf.shape), d, tiled)
+
+
+def _alltoall_block(shape, split: int, tiled: bool, n: int) -> list[int]:
+    """The shape of one of the n blocks a leaf of ``shape`` is split into along ``split``."""
+    block = list(shape)
+    if tiled:
+        block[split] //= n
+    else:
+        del block[split]
+    return block
+
+
+def _received(n: int, tiled: bool):
+    """from_rows for alltoall: row i (the block from rank i) shaped as a block of the leaf,
+    the n blocks stacked (or, tiled, concatenated) along concat."""
+    def from_rows(rows, leaf, dims):
+        split, concat = dims
+        block = _alltoall_block(leaf.shape, split, tiled, n)
+        if tiled:  # rows hold blocks with the split dimension first, as _block_rows cut them
+            moved = [block[split]] + block[:split] + block[split + 1:]
+            blocks = jnp.moveaxis(rows.reshape(n, *moved), 1, split + 1)  # (n, *block)
+        else:
+            blocks = rows.reshape(n, *block)  # (n, *block)
+        return _stack_blocks(blocks, concat, tiled)
     return from_rows
 
 
@@ -186,6 +238,15 @@ def _xla_allgather(leaf, axis, d: int, tiled: bool, n: int):
             shape.insert(d, n)
         return jnp.zeros(shape, leaf.dtype)
     return lax.all_gather(leaf, axis, axis=d, tiled=tiled)
+
+
+def _xla_alltoall(leaf, axis, dims: tuple[int, int], tiled: bool, n: int):
+    """``lax.all_to_all`` (kept away from empty leaves, whose answer is known)."""
+    split, concat = dims
+    if leaf.size == 0:
+        blocks = jnp.zeros((n, *_alltoall_block(leaf.shape, split, tiled, n)), leaf.dtype)
+        return _stack_blocks(blocks, concat, tiled)
+    return lax.all_to_all(leaf, axis, split, concat, tiled=tiled)
 
 
 def _xla_broadcast(leaf, axis, root: int):
@@ -241,6 +302,28 @@ def allgather(x, axis, *, dim: int = 0, tiled: bool = False, algorithm: str = "a
 
     run = _in_my_row(_runner("allgather", algorithm, n, axis), axis, n)
     return treedef.unflatten(_packed_by_dtype(leaves, dims, _flat, run, _stacked(n, tiled)))
+
+
+def alltoall(x, axis, *, split_dim: int, concat_dim: int, tiled: bool = False,
+             algorithm: str = "auto"):
+    """Rank i's block j (along ``split_dim``) goes to rank j, which puts it at place i along
+    ``concat_dim`` (``lax.all_to_all(x, axis, split_dim, concat_dim, tiled=tiled)``).
+
+    Blocks as in ``reduce_scatter``: ``tiled=False`` needs x.shape[split_dim] == n, drops that
+    dimension and stacks the n received blocks as a new one at ``concat_dim``.
+    Cost, naive (pairwise): (n-1)α + (n-1)/n·Nβ; bruck: ceil(log2 n)α + about
+    ceil(log2 n)/2·Nβ.
+    """
+    algorithm, n, _, leaves, treedef = _arguments("alltoall", x, axis, algorithm)
+    dims = [alltoall_dims(leaf.shape, split_dim, concat_dim, tiled, n) for leaf in leaves]
+    if algorithm == "xla":
+        return treedef.unflatten(in_sequence(lambda leaf, d: _xla_alltoall(
+            leaf, axis, d, tiled, n), leaves, dims))
+
+    run = _runner("alltoall", algorithm, n, axis)
+    out = _packed_by_dtype(leaves, dims, lambda leaf, d: _block_rows(n)(leaf, d[0]), run,
+                           _received(n, tiled))
+    return treedef.unflatten(out)
 
 
 def broadcast(x, axis, *, root: int = 0, algorithm: str = "auto"):

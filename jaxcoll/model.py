@@ -42,9 +42,11 @@ def cost(schedule: Schedule, nbytes: float, *, alpha: float, beta: float,
     """Predicted time of ``schedule`` on a buffer of ``nbytes`` per rank.
 
     ``nbytes`` is the whole buffer one rank works on: the message for allreduce, broadcast and
-    reduce; the input for reduce_scatter and scatter; the output for allgather and gather.
+    reduce; the input for reduce_scatter, scatter and alltoall; the output for allgather and
+    gather.
     """
-    chunk = nbytes / schedule.n_chunks
+    # alltoall's 2n chunks hold its input twice (see symbolic.py): n chunks of data
+    chunk = nbytes / (schedule.n_ranks if schedule.primitive == "alltoall" else schedule.n_chunks)
     seconds, messages = 0.0, 0
     sent, reduced = Counter(), Counter()
     for round_ in schedule.rounds:
@@ -158,13 +160,14 @@ def calibrate(mesh_or_n=None, *, sizes=(1 << 8, 1 << 12, 1 << 16, 1 << 20, 1 << 
 def ranking(primitive: str, n: int, nbytes: float,
             calibration_: Calibration | None = None) -> list[tuple[str, Cost]]:
     """Every algorithm of ``primitive`` with its predicted cost on n ranks for a buffer of
-    ``nbytes`` per rank, cheapest first (pipelined trees with their usual piece count)."""
-    from .families import SCHEDULES, build_schedule, pipeline_pieces
+    ``nbytes`` per rank, cheapest first (pipelined trees with their usual piece count).
+    Two-level algorithms need the axis' shape and are left out: ``auto`` never picks them."""
+    from .families import SCHEDULES, build_schedule, pipeline_pieces, two_level
 
     cal = calibration_ or calibration()
     costs = [(name, cost(build_schedule(primitive, name, n, 0, pipeline_pieces(int(nbytes))),
                          nbytes, alpha=cal.alpha, beta=cal.beta, gamma=cal.gamma))
-             for name in sorted(SCHEDULES[primitive])]
+             for name in sorted(SCHEDULES[primitive]) if not two_level(primitive, name)]
     return sorted(costs, key=lambda item: item[1].seconds)
 
 

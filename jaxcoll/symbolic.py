@@ -13,7 +13,9 @@ from .schedules import Schedule
 
 Contributions = frozenset  # of (rank, chunk)
 
-# Primitives whose buffer is n blocks, block i belonging to rank i; the others have one block.
+# Primitives whose buffer is n blocks, block i belonging to rank i; the others have one block,
+# except alltoall: 2n blocks, block c < n the one for rank c, block n + i the one from rank i
+# (the input twice: rank r's own block is in place from the start).
 BLOCKED = ("reduce_scatter", "allgather", "gather", "scatter")
 
 
@@ -22,7 +24,8 @@ class ScheduleError(ValueError):
 
 
 def _block_of(schedule: Schedule):
-    n_blocks = schedule.n_ranks if schedule.primitive in BLOCKED else 1
+    n_blocks = {**dict.fromkeys(BLOCKED, schedule.n_ranks),
+                "alltoall": 2 * schedule.n_ranks}.get(schedule.primitive, 1)
     per_block = schedule.n_chunks // n_blocks
     return lambda chunk: chunk // per_block
 
@@ -34,13 +37,15 @@ def initial_state(schedule: Schedule) -> list[list[Contributions | None]]:
 
     def holds(rank, chunk):
         if p in ("allreduce", "reduce", "reduce_scatter"):
-            return True
+            return frozenset({(rank, chunk)})
         if p in ("broadcast", "scatter"):
-            return rank == root
-        return block_of(chunk) == rank  # allgather, gather: each rank holds its own block
+            return frozenset({(rank, chunk)}) if rank == root else None
+        if p == "alltoall":  # the same data in both halves: (rank, chunk of the first half)
+            return frozenset({(rank, chunk % (schedule.n_chunks // 2))})
+        # allgather, gather: each rank holds its own block
+        return frozenset({(rank, chunk)}) if block_of(chunk) == rank else None
 
-    return [[frozenset({(r, c)}) if holds(r, c) else None for c in range(schedule.n_chunks)]
-            for r in range(n)]
+    return [[holds(r, c) for c in range(schedule.n_chunks)] for r in range(n)]
 
 
 def promised_state(schedule: Schedule) -> dict[tuple[int, int], Contributions]:
@@ -64,6 +69,9 @@ def promised_state(schedule: Schedule) -> dict[tuple[int, int], Contributions]:
             out[(root, c)] = frozenset({(block_of(c), c)})
         elif p == "scatter":
             out[(block_of(c), c)] = frozenset({(root, c)})
+        elif p == "alltoall":  # rank r's chunk n + i: rank i's chunk r (c < n is the input)
+            half = schedule.n_chunks // 2
+            out.update({(r, half + c): frozenset({(c, r)}) for r in range(n) if c < half})
         else:
             raise ValueError(f"{schedule.name}: unknown primitive {p!r}")
     return out

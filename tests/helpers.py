@@ -1,5 +1,6 @@
 """Shared meshes, cached jitted shard_maps and exact comparisons for the tests."""
 
+import re
 from functools import lru_cache
 
 import jax
@@ -11,7 +12,8 @@ from jaxcoll.check import ours_and_reference  # noqa: F401 (re-exported for the 
 
 AXIS = "i"
 DTYPES = (jnp.float32, jnp.bfloat16, jnp.int32)
-COUNTS = (0, 1, 4, 7, 64, 100, 1000, 10000)  # elements per rank, as Gloo's tests sweep
+COUNTS = (0, 1, 4, 7, 100, 10000)  # elements per rank: empty, one, fewer and more than n, odd
+HLO_COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all")
 
 
 @lru_cache(maxsize=None)
@@ -57,3 +59,13 @@ def ours_vs_xla(cases, call, algorithm: str, n: int):
         return ours_and_reference(cases, xs, lambda c, x: call(c, algorithm, x),
                                   lambda c, x: call(c, "xla", x))
     return per_rank(fn, n)
+
+
+def count_permutes(hlo: str) -> int:
+    """collective-permute ops in compiled HLO text."""
+    return len(re.findall(r"= \S+ collective-permute(?:-start)?\(", hlo))
+
+
+def other_collectives(hlo: str) -> list[str]:
+    """The collective ops other than collective-permute in compiled HLO text."""
+    return [op for op in HLO_COLLECTIVES if re.search(rf"\b{op}(-start)?\(", hlo)]

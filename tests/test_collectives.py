@@ -1,4 +1,4 @@
-"""Every primitive x algorithm x n = 1..8 against the lax built-in, bit for bit.
+"""Every unrooted primitive x algorithm x n = 1..8 against the lax built-in, bit for bit.
 
 One compiled program per (primitive, algorithm, n) holds every case, each case a separate
 collective: float32 sums at element counts {0, 1, 4, 7, 64, 100, 1000, 10000}; a 0-d and a 2-D
@@ -19,8 +19,20 @@ from helpers import (AXIS, COUNTS, DTYPES, assert_same, exact_inputs, ours_and_r
                      ours_vs_xla, per_rank)
 from jaxcoll.families import SCHEDULES
 
-PRIMITIVES = ("allreduce", "reduce_scatter", "allgather")
-PAIRS = [(p, a) for p in PRIMITIVES for a in sorted(SCHEDULES[p])]
+PRIMITIVES = ("allreduce", "reduce_scatter", "allgather", "alltoall")
+
+
+def distinct_algorithms(primitive: str) -> list[str]:
+    """The single-axis algorithms of ``primitive``, one name per schedule builder (allgather's
+    halving_doubling is its recursive_doubling); two-level ones are in test_levels.py."""
+    builders = {}
+    for name, entry in sorted(SCHEDULES[primitive].items()):
+        if not entry.two_level:
+            builders.setdefault(entry.build, name)
+    return sorted(builders.values())
+
+
+PAIRS = [(p, a) for p in PRIMITIVES for a in distinct_algorithms(p)]
 
 
 @dataclass(frozen=True)
@@ -28,12 +40,13 @@ class Case:
     dtype: type
     shape: tuple
     op: str = "sum"
-    dim: int = 0
+    dim: int = 0  # alltoall: split_dim
     tiled: bool = False
+    concat: int = 0  # alltoall: concat_dim
 
     def __str__(self):
         return (f"{jnp.dtype(self.dtype).name}{list(self.shape)} op={self.op} dim={self.dim} "
-                f"tiled={self.tiled}")
+                f"tiled={self.tiled} concat={self.concat}")
 
 
 def ops_for(dtype) -> tuple[str, ...]:
@@ -42,7 +55,7 @@ def ops_for(dtype) -> tuple[str, ...]:
 
 def count_cases(primitive: str, n: int) -> list[Case]:
     """float32 sums at every element count (rounded up to a multiple of n to scatter)."""
-    if primitive == "reduce_scatter":
+    if primitive in ("reduce_scatter", "alltoall"):
         return [Case(jnp.float32, (n * count,), tiled=True) for count in COUNTS]
     return [Case(jnp.float32, (count,)) for count in COUNTS]
 
@@ -55,6 +68,11 @@ def layout_cases(primitive: str, n: int) -> list[Case]:
     if primitive == "reduce_scatter":
         return [Case(f32, (n,)), Case(f32, (n, 5)), Case(f32, (3, n), dim=1),
                 Case(f32, (2, 3 * n), dim=1, tiled=True), Case(f32, (2, 2 * n), dim=-1, tiled=True)]
+    if primitive == "alltoall":
+        return [Case(f32, (n,)), Case(f32, (n, 5), concat=1), Case(f32, (3, n), dim=1),
+                Case(f32, (2, 3 * n), dim=1, tiled=True), Case(f32, (2 * n, 3), tiled=True,
+                                                               concat=-1),
+                Case(f32, (0, n), dim=-1, tiled=True, concat=0)]
     return [Case(f32, ()), Case(f32, (3, 5), dim=1), Case(f32, (3, 5), dim=-1),
             Case(f32, (3, 5), dim=1, tiled=True), Case(f32, (7,), tiled=True),
             Case(f32, (0, 2), tiled=True)]
@@ -66,6 +84,8 @@ def dtype_cases(primitive: str, n: int, dtype) -> list[Case]:
         return [Case(dtype, (7,), op) for op in ops_for(dtype)]
     if primitive == "reduce_scatter":
         return [Case(dtype, (3, n), op, dim=1) for op in ops_for(dtype)]
+    if primitive == "alltoall":
+        return [Case(dtype, (3, n), dim=1, concat=1)]
     return [Case(dtype, (7,)), Case(dtype, (2, 3), dim=2)]
 
 
@@ -88,6 +108,9 @@ def call(primitive: str, case: Case, algorithm: str, x):
     if primitive == "reduce_scatter":
         return jaxcoll.reduce_scatter(x, AXIS, op=case.op, dim=case.dim, tiled=case.tiled,
                                       algorithm=algorithm)
+    if primitive == "alltoall":
+        return jaxcoll.alltoall(x, AXIS, split_dim=case.dim, concat_dim=case.concat,
+                                tiled=case.tiled, algorithm=algorithm)
     return jaxcoll.allgather(x, AXIS, dim=case.dim, tiled=case.tiled, algorithm=algorithm)
 
 
@@ -107,7 +130,7 @@ def test_matches_builtin(primitive, algorithm, n, request):
         assert_same(got, want, f"{primitive} {algorithm} n={n} {case}")
 
 
-@pytest.mark.parametrize("algorithm", sorted(SCHEDULES["allreduce"]))
+@pytest.mark.parametrize("algorithm", distinct_algorithms("allreduce"))
 def test_inexact_floats_close_to_builtin(algorithm):
     """Random floats: the summation order differs from psum's, so results agree to rounding."""
     n = 8

@@ -23,7 +23,8 @@ i32 = jnp.zeros((3,), jnp.int32)
 
 MISUSES = [
     (lambda b: jaxcoll.allreduce(b, AXIS, algorithm="rign"), f32, ValueError,
-     r"algorithm=.rign. is not one of auto, xla, double_tree, naive, ring, tree"),
+     r"algorithm=.rign. is not one of auto, xla, bidirectional_ring, double_tree, "
+     r"halving_doubling, hierarchical, naive, recursive_doubling, ring, tree"),
     (lambda b: jaxcoll.allreduce(b, AXIS, op="prod"), f32, ValueError,
      r"op='prod' is not one of sum, mean, max, min"),
     (lambda b: jaxcoll.allreduce(b, "dp"), f32, ValueError,
@@ -41,7 +42,7 @@ MISUSES = [
     (lambda b: jaxcoll.reduce_scatter(b, AXIS, tiled=True), f32, ValueError,
      r"tiled=True needs dimension dim=0 .* to be a multiple of the axis size 4"),
     (lambda b: jaxcoll.reduce_scatter(b[0], AXIS), f32, ValueError,
-     r"a 0-d leaf cannot be scattered"),
+     r"a 0-d leaf cannot be split"),
     (lambda b: jaxcoll.reduce_scatter(b, AXIS, dim=1), f32, ValueError,
      r"dim=1 is out of range for a leaf of shape \(3,\); allowed: -1..0"),
     (lambda b: jaxcoll.allgather(b, AXIS, dim=2), f32, ValueError,
@@ -49,6 +50,18 @@ MISUSES = [
     (lambda b: jaxcoll.allgather(b, AXIS, dim=1.0), f32, TypeError, r"dim=1.0 must be an int"),
     (lambda b: jaxcoll.allgather(b[0], AXIS, tiled=True), f32, ValueError,
      r"tiled=True cannot concatenate 0-d leaves"),
+    (lambda b: jaxcoll.allreduce(b, AXIS, algorithm="hierarchical"), f32, ValueError,
+     r"algorithm='hierarchical' needs axis to be a tuple of two mesh axis names \(outer, "
+     r"inner\), e.g. \('node', 'gpu'\); got axis='i'"),
+    (lambda b: jaxcoll.alltoall(b, AXIS, split_dim=0, concat_dim=0), f32, ValueError,
+     r"tiled=False needs dimension split_dim=0 of a leaf of shape \(3,\) to equal the axis "
+     r"size 4"),
+    (lambda b: jaxcoll.alltoall(b, AXIS, split_dim=1, concat_dim=0, tiled=True), f32,
+     ValueError, r"split_dim=1 is out of range for a leaf of shape \(3,\); allowed: -1..0"),
+    (lambda b: jaxcoll.alltoall(jnp.zeros((4, 2)), AXIS, split_dim=0, concat_dim=2), f32,
+     ValueError, r"concat_dim=2 is out of range for a leaf of shape \(4, 2\); allowed: -2..1"),
+    (lambda b: jaxcoll.alltoall(b, AXIS, split_dim=0, concat_dim=0, algorithm="ring"), f32,
+     ValueError, r"algorithm='ring' is not one of auto, xla, bruck, naive"),
 ]
 
 
@@ -65,7 +78,10 @@ def test_outside_shard_map_says_where_to_call():
 
 
 def test_algorithms_lists_names():
-    assert jaxcoll.algorithms("allreduce") == ("auto", "xla", "double_tree", "naive", "ring", "tree")
+    assert jaxcoll.algorithms("allreduce") == (
+        "auto", "xla", "bidirectional_ring", "double_tree", "halving_doubling", "hierarchical",
+        "naive", "recursive_doubling", "ring", "tree")
+    assert jaxcoll.algorithms("alltoall") == ("auto", "xla", "bruck", "naive")
     with pytest.raises(ValueError, match=r"primitive=.bcast. is not one of"):
         jaxcoll.algorithms("bcast")
 

@@ -7,7 +7,7 @@ import pytest
 
 import jaxcoll
 from jaxcoll.execute import Matching, Segment
-from jaxcoll.families import SCHEDULES
+from jaxcoll.families import SCHEDULES, two_level
 from jaxcoll.schedules import Schedule, Transfer
 from jaxcoll.symbolic import ScheduleError, verify
 
@@ -15,12 +15,19 @@ PAIRS = [(p, a) for p, algorithms in SCHEDULES.items() for a in algorithms]
 ROOTED = ("broadcast", "reduce", "gather", "scatter")
 
 
+def shapes(primitive: str, algorithm: str, n: int) -> list:
+    """n itself, or for a two-level algorithm every (outer, inner) with outer * inner = n."""
+    if two_level(primitive, algorithm):
+        return [(outer, n // outer) for outer in range(1, n + 1) if n % outer == 0]
+    return [n]
+
+
 @pytest.mark.parametrize("primitive, algorithm", PAIRS)
 def test_every_schedule_verifies_for_n_up_to_64(primitive, algorithm):
     for n in range(1, 65):
         roots = range(n) if primitive in ROOTED and n <= 9 else [n - 1]
-        for root in roots:
-            verify(jaxcoll.schedule(primitive, algorithm, n, root=root))
+        for root, shape in [(r, s) for r in roots for s in shapes(primitive, algorithm, n)]:
+            verify(jaxcoll.schedule(primitive, algorithm, shape, root=root))
 
 
 @pytest.mark.parametrize("algorithm", ["tree", "double_tree"])

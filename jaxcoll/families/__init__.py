@@ -13,7 +13,7 @@ from functools import lru_cache
 from typing import Callable
 
 from ..schedules import Schedule
-from . import binomial, composite, naive, ring, tree
+from . import binomial, bruck, composite, hierarchical, naive, recursive, ring, tree
 
 # Pipelined trees cut messages into pieces of about this size, at most MAX_PIECES. Each piece
 # costs the tree's rounds again in latency (α); on 8 fake CPU devices 1 MiB pieces made a 16 MiB
@@ -27,6 +27,7 @@ class Algorithm:
     build: Callable[..., Schedule]
     rooted: bool = False  # build(n, root)
     pipelined: bool = False  # build(..., pieces=k)
+    two_level: bool = False  # build((outer, inner)): needs a tuple axis of two names
 
 
 _ROOTED = dict(rooted=True)
@@ -35,10 +36,23 @@ _PIPELINED = dict(rooted=True, pipelined=True)
 SCHEDULES: dict[str, dict[str, Algorithm]] = {
     "allreduce": {"ring": Algorithm(ring.allreduce), "naive": Algorithm(naive.allreduce),
                   "tree": Algorithm(tree.allreduce, pipelined=True),
-                  "double_tree": Algorithm(tree.double_tree_allreduce, pipelined=True)},
+                  "double_tree": Algorithm(tree.double_tree_allreduce, pipelined=True),
+                  "recursive_doubling": Algorithm(recursive.allreduce),
+                  "halving_doubling": Algorithm(recursive.halving_doubling_allreduce),
+                  "bidirectional_ring": Algorithm(ring.bidirectional_allreduce),
+                  "hierarchical": Algorithm(hierarchical.allreduce, two_level=True)},
     "reduce_scatter": {"ring": Algorithm(ring.reduce_scatter),
-                       "naive": Algorithm(naive.reduce_scatter)},
-    "allgather": {"ring": Algorithm(ring.allgather), "naive": Algorithm(naive.allgather)},
+                       "naive": Algorithm(naive.reduce_scatter),
+                       "halving_doubling": Algorithm(recursive.reduce_scatter),
+                       "bidirectional_ring": Algorithm(ring.bidirectional_reduce_scatter),
+                       "hierarchical": Algorithm(hierarchical.reduce_scatter, two_level=True)},
+    "allgather": {"ring": Algorithm(ring.allgather), "naive": Algorithm(naive.allgather),
+                  "recursive_doubling": Algorithm(recursive.allgather),
+                  "halving_doubling": Algorithm(recursive.allgather),  # its doubling half
+                  "bruck": Algorithm(bruck.allgather),
+                  "bidirectional_ring": Algorithm(ring.bidirectional_allgather),
+                  "hierarchical": Algorithm(hierarchical.allgather, two_level=True)},
+    "alltoall": {"naive": Algorithm(naive.alltoall), "bruck": Algorithm(bruck.alltoall)},
     "broadcast": {"naive": Algorithm(naive.broadcast, **_ROOTED),
                   "tree": Algorithm(tree.broadcast, **_PIPELINED),
                   "binomial": Algorithm(binomial.broadcast, **_ROOTED),
@@ -68,11 +82,17 @@ def pipeline_pieces(nbytes: int) -> int:
     return min(MAX_PIECES, max(1, -(-nbytes // PIECE_BYTES)))
 
 
+def two_level(primitive: str, algorithm: str) -> bool:
+    """True if the algorithm runs on a tuple axis (outer, inner) and is built from its shape."""
+    entry = SCHEDULES[primitive].get(algorithm)
+    return bool(entry and entry.two_level)
+
+
 @lru_cache(maxsize=None)
-def build_schedule(primitive: str, algorithm: str, n: int, root: int = 0,
+def build_schedule(primitive: str, algorithm: str, n: int | tuple[int, int], root: int = 0,
                    pieces: int = 1) -> Schedule:
     """The schedule of ``algorithm`` for ``primitive`` on ``n`` ranks (cached), labelled with
-    the primitive and root it serves."""
+    the primitive and root it serves. ``n`` is the pair (outer, inner) for a two-level one."""
     entry = SCHEDULES[primitive][algorithm]
     kwargs = {}
     if entry.rooted:

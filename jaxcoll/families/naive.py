@@ -2,7 +2,8 @@
 
 The root talks to every other rank in turn, so there are n-1 rounds per phase and the root's
 link carries all of the traffic. This is the baseline the seed's "ring is ~4x faster" is
-measured against. The unrooted collectives go through rank 0.
+measured against. The unrooted collectives go through rank 0. AllToAll has no root: its naive
+form is the pairwise exchange, each rank sending to each other rank directly, one per round.
 """
 
 from ..schedules import Schedule, Transfer
@@ -54,3 +55,11 @@ def allgather(n: int) -> Schedule:
     everything = range(n)
     send_all = _in_turn(lambda r: Transfer(0, r, everything, reduce=False), n)
     return gather(n) + Schedule.build("naive broadcast", n, n_chunks=n, rounds=send_all)
+
+
+def alltoall(n: int) -> Schedule:
+    """Pairwise alltoall: in round k (1..n-1) rank r sends its block for rank r + k straight
+    there, into the chunk kept for data from r (the 2n-chunk layout of symbolic.py)."""
+    rounds = [[Transfer(r, (r + k) % n, (r + k) % n, False, into=n + r) for r in range(n)]
+              for k in range(1, n)]
+    return Schedule.build("naive alltoall", n, n_chunks=2 * n, rounds=rounds)

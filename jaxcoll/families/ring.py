@@ -10,28 +10,63 @@ each rank sends one chunk to its right neighbour, so every link is busy every ro
   (r - step) % n, which its neighbour copies.
 - allreduce: reduce_scatter followed by allgather: 2(n-1) rounds, 2(n-1)/n of the data sent per
   rank, whatever n.
+- bidirectional_ring: the data is split in two and one ring runs each way at once, so both
+  directions of every link carry data (NCCL's rings use both directions the same way). Same
+  rounds and bytes per rank; on full-duplex links each direction carries half.
 """
 
 from ..schedules import Schedule, Transfer
 
 
-def _ring(name: str, n: int, first_chunk: int, reduce: bool) -> Schedule:
-    # In round `step`, rank r sends chunk (r - step + first_chunk) % n to rank r + 1.
-    rounds = [[Transfer(r, (r + 1) % n, (r - step + first_chunk) % n, reduce) for r in range(n)]
-              for step in range(n - 1)]
-    return Schedule.build(name, n, n_chunks=n, rounds=rounds)
+def _ring_rounds(n: int, first_chunk: int, reduce: bool, direction: int = 1,
+                 chunk_id=lambda c: c) -> list[list[Transfer]]:
+    """The ring's rounds. Clockwise (direction 1), in round ``step`` rank r sends chunk
+    (r - step + first_chunk) % n to rank r + 1. Counter-clockwise (-1) is its mirror image
+    (rank r -> -r, chunk c -> -c): rank r sends chunk (r + step - first_chunk) % n to r - 1.
+    ``chunk_id`` maps the ring's chunk c to the buffer's."""
+    return [[Transfer(r, (r + direction) % n,
+                      chunk_id((r - direction * (step - first_chunk)) % n), reduce)
+             for r in range(n)]
+            for step in range(n - 1)]
 
 
 def reduce_scatter(n: int) -> Schedule:
     """Ring reduce-scatter: rank r ends with chunk r reduced over all ranks."""
-    return _ring("ring reduce_scatter", n, first_chunk=-1, reduce=True)
+    rounds = _ring_rounds(n, first_chunk=-1, reduce=True)
+    return Schedule.build("ring reduce_scatter", n, n_chunks=n, rounds=rounds)
 
 
 def allgather(n: int) -> Schedule:
     """Ring allgather: rank r starts with chunk r and ends with every chunk."""
-    return _ring("ring allgather", n, first_chunk=0, reduce=False)
+    rounds = _ring_rounds(n, first_chunk=0, reduce=False)
+    return Schedule.build("ring allgather", n, n_chunks=n, rounds=rounds)
 
 
 def allreduce(n: int) -> Schedule:
     """Ring allreduce = ring reduce_scatter + ring allgather."""
     return reduce_scatter(n) + allgather(n)
+
+
+def _both_ways(name: str, n: int, first_chunk: int, reduce: bool) -> Schedule:
+    """Two rings at once on 2n chunks: clockwise on chunks 2c, counter-clockwise on 2c + 1
+    (block c of the buffer is chunks 2c and 2c + 1)."""
+    clockwise = _ring_rounds(n, first_chunk, reduce, 1, lambda c: 2 * c)
+    counter = _ring_rounds(n, first_chunk, reduce, -1, lambda c: 2 * c + 1)
+    rounds = [cw + ccw for cw, ccw in zip(clockwise, counter)]
+    return Schedule.build(name, n, n_chunks=2 * n, rounds=rounds)
+
+
+def bidirectional_reduce_scatter(n: int) -> Schedule:
+    """Half of every block goes round each way: n-1 rounds of two sends per rank."""
+    return _both_ways("bidirectional_ring reduce_scatter", n, first_chunk=-1, reduce=True)
+
+
+def bidirectional_allgather(n: int) -> Schedule:
+    """Half of every block goes round each way: n-1 rounds of two sends per rank."""
+    return _both_ways("bidirectional_ring allgather", n, first_chunk=0, reduce=False)
+
+
+def bidirectional_allreduce(n: int) -> Schedule:
+    """Bidirectional reduce_scatter + bidirectional allgather: 2(n-1) rounds, both directions
+    of every link busy, each carrying half of the ring's bytes."""
+    return bidirectional_reduce_scatter(n) + bidirectional_allgather(n)
