@@ -25,7 +25,7 @@ from jax import lax
 from ._checks import (alltoall_dims, array_leaves, axis_size, check_choice, check_op_dtype,
                       check_root, check_two_level_axis, gather_dim, scatter_dim)
 from .families import SCHEDULES, build_schedule, pipeline_pieces, two_level
-from .execute import execute, in_sequence
+from .execute import execute, in_sequence, in_shard_map
 from .model import choose
 from .schedules import Schedule
 
@@ -75,6 +75,11 @@ def _arguments(primitive: str, x, axis, algorithm, *, op=None, root=None):
     if op is not None:
         check_choice(primitive, "op", op, OPS)
     n = axis_size(primitive, axis)
+    if algorithm != "xla" and isinstance(axis, tuple) and len(axis) > 1 and not in_shard_map(
+            axis):
+        raise ValueError(f"jaxcoll.{primitive}: axis={axis!r} names several vmap axes, but "
+                         "JAX's ppermute under vmap takes one axis name at a time; use one "
+                         "vmap axis, or jax.shard_map over a mesh with these axes")
     if root is not None:
         root = check_root(primitive, root, n)
     leaves, treedef = array_leaves(primitive, x)

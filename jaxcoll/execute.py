@@ -142,7 +142,7 @@ def _full_permutation(perm, n_ranks: int) -> tuple[tuple[int, int], ...]:
     return tuple(perm) + tuple(extra)
 
 
-def _in_shard_map(axis) -> bool:
+def in_shard_map(axis) -> bool:
     """True if every name in ``axis`` is a manual (shard_map) mesh axis here.
 
     Under ``vmap`` (and ``pmap``) the axis is not a mesh axis, and vmap's ``ppermute`` only
@@ -216,7 +216,7 @@ def in_sequence(fn: Callable, arrays: list, *more: list) -> list:
 
 def _run_segment(segment: Segment, buf, axis, combine: Combine, n_ranks: int):
     me = lax.axis_index(axis)
-    partial_ok = _in_shard_map(axis)
+    partial_ok = in_shard_map(axis)
     perms, receiver_masks = [], []
     for matching in segment.matchings:
         perms.append(matching.perm if partial_ok else _full_permutation(matching.perm, n_ranks))
@@ -267,7 +267,8 @@ def execute(schedule: Schedule, blocks, axis, combine: Combine):
     if chunk_len == 0 or not schedule.rounds:
         return blocks
     padded_len = chunks_per_block * chunk_len
-    blocks = _as_varying(blocks, axis)
+    if in_shard_map(axis):  # vmap has no varying/invariant types
+        blocks = _as_varying(blocks, axis)
     buf = jnp.pad(blocks, ((0, 0), (0, padded_len - block_len)))  # (n_blocks, padded_len)
     buf = buf.reshape(schedule.n_chunks, chunk_len)  # (n_chunks, chunk_len)
     for segment in lower(schedule):

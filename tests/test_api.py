@@ -101,8 +101,9 @@ def test_same_with_and_without_jit():
     assert_same(fn(x), jax.jit(fn)(x))
 
 
-@pytest.mark.parametrize("algorithm", ALGORITHMS)
-def test_vmap_with_axis_name(algorithm):
+@pytest.mark.parametrize("jit", [False, True])
+@pytest.mark.parametrize("algorithm", ALGORITHMS + ("halving_doubling",))
+def test_vmap_with_axis_name(algorithm, jit):
     n = 5
     x = exact_inputs(n, (n, 3), jnp.int32)
 
@@ -112,9 +113,20 @@ def test_vmap_with_axis_name(algorithm):
                  jaxcoll.allgather(b, "v", dim=1, algorithm=algorithm)),
                 (lax.psum(b, "v"), lax.psum_scatter(b, "v"), lax.all_gather(b, "v", axis=1)))
 
-    ours, ref = jax.vmap(both, axis_name="v")(x)
+    program = jax.vmap(both, axis_name="v")
+    ours, ref = (jax.jit(program) if jit else program)(x)
     for got, want in zip(ours, ref):
         assert_same(got, want)
+
+
+def test_vmap_over_two_axis_names_is_refused():
+    """JAX's ppermute batching rule takes one axis name at a time (a tuple would fail deep in
+    JAX with an assertion), so jaxcoll says so first."""
+    x = jnp.zeros((2, 4, 3))
+    inner = jax.vmap(lambda b: jaxcoll.ring_allreduce(b, ("a", "b")), axis_name="b")
+    with pytest.raises(ValueError, match=r"jaxcoll.allreduce: axis=\('a', 'b'\) names several "
+                                         r"vmap axes"):
+        jax.vmap(inner, axis_name="a")(x)
 
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
