@@ -3,6 +3,10 @@
 import os
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
+# Compiling is most of the tests' time; LLVM's optimisations (not XLA's HLO passes, which decide
+# the collectives) are skipped for it: about 20% faster, the same HLO and the same results.
+os.environ["XLA_FLAGS"] = " ".join(
+    [os.environ.get("XLA_FLAGS", ""), "--xla_backend_optimization_level=0"]).strip()
 
 import jax  # noqa: E402
 
