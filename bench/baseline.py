@@ -5,66 +5,17 @@
 
 Every program is compiled, checked and warmed up first; then the algorithms run in alternation
 (A B C A B C ...) so that drift on a shared machine hits all alike, and medians are reported.
-Sizes are bytes of float32 input per device. The full nccl-tests style benchmark is a later
-issue; this is the baseline it starts from.
+Sizes are bytes of float32 input per device. The nccl-tests style benchmark, with nccl-tests'
+size conventions, busbw and more options, is ``python -m jaxcoll.bench`` (bench/collectives.py);
+this script shares its helpers.
 """
 
 import argparse
 import statistics
 import sys
-import time
 
-UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
-
-
-def parse_size(text: str) -> int:
-    for unit in sorted(UNITS, key=len, reverse=True):
-        if text.endswith(unit):
-            return int(float(text[: -len(unit)]) * UNITS[unit])
-    return int(text)
-
-
-def program(op: str, algorithm: str, mesh, root: int = 0):
-    """jit(shard_map) of one collective over all of ``mesh`` (axis "i"), input (n, count)."""
-    import jax
-    from jax.sharding import PartitionSpec as P
-
-    from jaxcoll.check import call_collective
-
-    return jax.jit(jax.shard_map(
-        lambda b: call_collective(op, algorithm, b[0], "i", root)[None],
-        mesh=mesh, in_specs=P("i"), out_specs=P("i")))
-
-
-def verifiable_input(mesh, size: int):
-    """(n, count) float32 small integers, ``size`` bytes per device (a multiple of 4n): every
-    sum is exact in any order."""
-    import jax
-    import jax.numpy as jnp
-    import numpy as np
-    from jax.sharding import NamedSharding, PartitionSpec as P
-
-    n = mesh.size
-    count = max(n, size // 4 // n * n)
-    values = np.random.default_rng(0).integers(-8, 9, (n, count))
-    return jax.device_put(jnp.asarray(values, jnp.float32), NamedSharding(mesh, P("i")))
-
-
-def time_alternating(programs: dict, x, repeats: int) -> dict:
-    """Check every program against "xla" bit for bit, warm up, then time them in turn."""
-    import numpy as np
-
-    reference = np.asarray(programs["xla"](x))
-    for name, prog in programs.items():
-        assert (np.asarray(prog(x)) == reference).all(), f"{name} differs from xla"
-        prog(x).block_until_ready()
-    times = {name: [] for name in programs}
-    for _ in range(repeats):
-        for name, prog in programs.items():
-            start = time.perf_counter()
-            prog(x).block_until_ready()
-            times[name].append(time.perf_counter() - start)
-    return times
+from jaxcoll.bench import (Ranks, count_wrong, parse_size, time_alternating,
+                           verifiable_input)
 
 
 def main(argv=None) -> int:
@@ -79,8 +30,6 @@ def main(argv=None) -> int:
 
     import jax
     jax.config.update("jax_num_cpu_devices", args.devices)
-    import numpy as np
-    from jax.sharding import Mesh
 
     import jaxcoll
 
@@ -88,12 +37,14 @@ def main(argv=None) -> int:
     names = jaxcoll.algorithms(args.op)[1:]  # without "auto"; "xla" first
     if args.algorithms != "all":
         names = ["xla"] + [a for a in args.algorithms.split(",") if a != "xla"]
-    mesh = Mesh(np.array(jax.devices()[:n]), ("i",))
+    ranks = Ranks(n, tuple(jax.devices()[:n]))
     print(f"{args.op}, {n} fake CPU devices, float32, median of {args.repeats} (alternating), "
           f"jax {jax.__version__}")
     for size in [parse_size(s) for s in args.sizes.split(",")]:
-        x = verifiable_input(mesh, size)
-        programs = {name: program(args.op, name, mesh, args.root) for name in names}
+        x = verifiable_input(ranks, size)
+        programs = {name: ranks.program(args.op, name, args.root) for name in names}
+        wrong = count_wrong(programs, x)
+        assert not any(wrong.values()), f"elements differing from xla: {wrong}"
         times = time_alternating(programs, x, args.repeats)
         xla = statistics.median(times["xla"])
         print(f"  {x[0].nbytes} bytes per device")

@@ -16,7 +16,8 @@ import statistics
 import sys
 from pathlib import Path
 
-from baseline import parse_size, program, time_alternating, verifiable_input
+from jaxcoll.bench import (Ranks, count_wrong, parse_size, time_alternating,
+                           verifiable_input)
 
 PRIMITIVES = ("allreduce", "allgather", "reduce_scatter", "broadcast")
 
@@ -30,14 +31,12 @@ def main(argv=None) -> int:
 
     import jax
     jax.config.update("jax_num_cpu_devices", args.devices)
-    import numpy as np
-    from jax.sharding import Mesh
 
     import jaxcoll
     from jaxcoll.model import ranking
 
     n = args.devices
-    mesh = Mesh(np.array(jax.devices()[:n]), ("i",))
+    ranks = Ranks(n, tuple(jax.devices()[:n]))
     sizes = [64 * 4**k for k in range(20) if 64 * 4**k <= parse_size(args.max)]
     cal = jaxcoll.calibration("cpu")
     points = []
@@ -45,10 +44,13 @@ def main(argv=None) -> int:
     for step, (primitive, size) in enumerate((p, s) for p in PRIMITIVES for s in sizes):
         print(f"[{step + 1}/{steps}] {primitive} {size} B", file=sys.stderr, flush=True)
         names = [a for a in jaxcoll.algorithms(primitive) if a != "auto"]
-        x = verifiable_input(mesh, size)
+        x = verifiable_input(ranks, size)
         nbytes = x[0].nbytes * (n if primitive == "allgather" else 1)  # the schedule's buffer
         repeats = 9 if size <= (1 << 20) else 3
-        times = time_alternating({a: program(primitive, a, mesh) for a in names}, x, repeats)
+        programs = {a: ranks.program(primitive, a, 0) for a in names}
+        wrong = count_wrong(programs, x)
+        assert not any(wrong.values()), f"elements differing from xla: {wrong}"
+        times = time_alternating(programs, x, repeats)
         predicted = {a: c.seconds for a, c in ranking(primitive, n, nbytes, cal)}
         for a in names:
             points.append(dict(primitive=primitive, algorithm=a, bytes=int(x[0].nbytes),

@@ -48,11 +48,17 @@ def call_collective(primitive: str, algorithm: str, x, axis, root: int = 0):
     return getattr(collectives, primitive)(x, axis, algorithm=algorithm, **kwargs)
 
 
-def two_level_mesh(n: int) -> Mesh:
-    """The first n devices as an (outer, inner) mesh: outer is n's smallest prime factor
-    (2 x 4 for 8, like 2 nodes of 4 GPUs; 5 x 1 for 5)."""
+def two_level_shape(n: int) -> tuple[int, int]:
+    """(outer, inner) for n ranks: outer is n's smallest prime factor (2 x 4 for 8, like 2
+    nodes of 4 GPUs; 5 x 1 for 5)."""
     outer = next(f for f in range(2, n + 1) if n % f == 0) if n > 1 else 1
-    return Mesh(np.array(jax.devices()[:n]).reshape(outer, n // outer), LEVELS)
+    return outer, n // outer
+
+
+def two_level_mesh(n: int, devices=None) -> Mesh:
+    """The first n devices (of ``devices``, default all) as an (outer, inner) mesh."""
+    devices = jax.devices() if devices is None else devices
+    return Mesh(np.array(devices[:n]).reshape(two_level_shape(n)), LEVELS)
 
 
 def ours_and_reference(cases, inputs, ours, reference) -> list:

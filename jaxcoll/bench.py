@@ -1,0 +1,766 @@
+"""nccl-tests style benchmark: every algorithm of a collective against ``xla``, over a size sweep.
+
+    python -m jaxcoll.bench -b 1K -e 16M -f 4 --op allreduce,allgather --plot sweep.png
+
+One line per collective (``--op``), size (``-b`` to ``-e``, times ``-f``) and algorithm
+(``--algorithms``; the ``xla`` built-in always runs too, as the reference), with nccl-tests'
+columns: size, count, type, redop, root, time (median, us), algbw and busbw (GB/s), #wrong,
+and the time relative to ``xla`` in the same run.
+
+Size, count and bandwidth follow nccl-tests (doc/PERFORMANCE.md; src/*.cu, GetCollByteCount
+and GetBw). The size S is the larger of one rank's input and output buffers, in bytes; count is
+the count argument of the NCCL call; algbw = S / time; busbw = algbw x a factor per collective
+that makes it comparable with the hardware's bandwidth whatever the rank count n:
+
+    op              S is             count (elements)      input per rank   busbw factor
+    allreduce       the buffer       S / itemsize          S                2(n-1)/n
+    reduce_scatter  the input        S / n / itemsize      S (n blocks)     (n-1)/n
+    allgather       the output       S / n / itemsize      S / n            (n-1)/n
+    alltoall        the input        S / n / itemsize      S (n blocks)     (n-1)/n
+    broadcast       the buffer       S / itemsize          S                1
+    reduce          the buffer       S / itemsize          S                1
+    gather          root's output    S / n / itemsize      S / n            (n-1)/n
+    scatter         root's input     S / n / itemsize      S (n blocks)     (n-1)/n
+
+S is rounded down to whole elements (whole blocks of n), at least one element per block; the
+size column shows the S actually run. Only ``sum`` is benchmarked (redop ``none`` where
+nothing is reduced); root is -1 for collectives without one.
+
+Verifiable inputs: every element is a small integer, at most m = min(8, L // n) in magnitude,
+where every integer up to L is exact in the dtype (2^24 for float32, 256 for bfloat16), so any
+partial sum of n of them is exact and every summation order gives the same bits. #wrong is the
+number of result elements (all ranks) that differ from ``xla``'s, with zero tolerance. A
+wrong algorithm is reported, not hidden, and makes the exit status 1.
+
+Timing: each algorithm is one ``jit(shard_map(...))`` program with one collective over the n
+devices (one collective per program also avoids a jaxlib 0.10 CPU crash, see README). It is
+compiled and checked, then called ``--warmup`` times; then ``--iters`` rounds call every
+algorithm once each (A B C, B C A, ...: drift hits all alike), each call timed on the host up
+to ``block_until_ready`` (Python dispatch included; nccl-tests averages back-to-back launches
+instead). The table gives medians and "iqr", the interquartile range in % of the median; the
+json has min, quartiles, max and every sample.
+
+Devices: on CPU, ``--devices N`` fake devices (``jax_num_cpu_devices``, set before JAX starts;
+if it has started already, the first N of its devices); otherwise all local devices. A single
+accelerator cannot run a collective: ``--emulate N`` runs the same algorithms on N ranks
+emulated with ``jax.vmap(..., axis_name=...)`` on that one device, labelled as emulation in
+every output: it measures the device's memory traffic, not links. Two-level algorithms
+(``hierarchical``) see the same ranks as an (outer, inner) grid, outer the smallest prime
+factor of n (2 x 4 for 8), ranks in row-major order; they are left out of emulation (JAX's
+ppermute under vmap takes one axis name at a time).
+
+On GPUs, collective-permute (what every ppermute becomes) depends on XLA flags set in
+``XLA_FLAGS``, which every result records: ``--xla_gpu_enable_latency_hiding_scheduler``,
+``--xla_gpu_use_memcpy_local_p2p`` (copies between GPUs of one process with cudaMemcpy
+instead of NCCL send/recv), ``--xla_gpu_collective_permute_combine_threshold_bytes`` and
+``--xla_gpu_collective_permute_decomposer_threshold``; bench/RESULTS.md cites the sources.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import os
+import platform
+import re
+import shlex
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from functools import lru_cache
+
+import numpy as np
+
+AXIS = "i"
+DTYPES = ("float32", "bfloat16", "float16", "int32", "int16", "int8", "uint32", "uint8", "bool")
+UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+MAX_SIZES = 200  # steps of a sweep
+EMULATION_NOTE = ("ranks emulated with jax.vmap(axis_name=...) on one device: this measures "
+                  "memory traffic, not links")
+
+
+# ----------------------------------------------------------------------------- conventions
+
+FACTORS = {"2(n-1)/n": lambda n: 2 * (n - 1) / n, "(n-1)/n": lambda n: (n - 1) / n,
+           "1": lambda n: 1.0}
+
+
+@dataclass(frozen=True)
+class Convention:
+    """How nccl-tests sizes and scores one collective."""
+
+    factor: str  # busbw = algbw x FACTORS[factor](n)
+    layout: str  # "whole": S is the buffer; "scatter": the input, n blocks; "gather": the output
+    reduces: bool = False
+
+
+CONVENTIONS = {
+    "allreduce": Convention("2(n-1)/n", "whole", reduces=True),
+    "reduce_scatter": Convention("(n-1)/n", "scatter", reduces=True),
+    "allgather": Convention("(n-1)/n", "gather"),
+    "alltoall": Convention("(n-1)/n", "scatter"),
+    "broadcast": Convention("1", "whole"),
+    "reduce": Convention("1", "whole", reduces=True),
+    "gather": Convention("(n-1)/n", "gather"),
+    "scatter": Convention("(n-1)/n", "scatter"),
+}
+
+
+def busbw_factor(op: str, n: int) -> float:
+    """nccl-tests' busbw / algbw for ``op`` on ``n`` ranks."""
+    return FACTORS[CONVENTIONS[op].factor](n)
+
+
+def layout(op: str, size: int, itemsize: int, n: int) -> tuple[int, int, int]:
+    """(count, input elements per rank, S actually run) for ``size`` bytes, as nccl-tests."""
+    if CONVENTIONS[op].layout == "whole":
+        count = max(1, size // itemsize)
+        return count, count, count * itemsize
+    count = max(1, size // itemsize // n)  # one block
+    elements = count * n if CONVENTIONS[op].layout == "scatter" else count
+    return count, elements, count * n * itemsize
+
+
+# ----------------------------------------------------------------------------- sizes
+
+_SIZE = re.compile(r"(\d+(?:\.\d*)?)\s*([KMG]?)(i?B)?", re.IGNORECASE)
+
+
+def parse_size(text: str) -> int:
+    """Bytes from '64', '64B', '1K', '1KiB', '16M', '16MiB', '1G' (K = 1024, as nccl-tests)."""
+    match = _SIZE.fullmatch(str(text).strip())
+    if not match or (match[3] and match[3][0] in "iI" and not match[2]):
+        raise ValueError(f"{text!r} is not a size; use bytes like 64, 1K, 1KiB, 16M, 16MiB, 1G")
+    value = float(match[1]) * UNITS[match[2].upper()]
+    if value != int(value):
+        raise ValueError(f"{text!r} is not a whole number of bytes")
+    return int(value)
+
+
+def sweep(min_bytes: int, max_bytes: int, factor: float) -> list[int]:
+    """nccl-tests' sizes: ``min_bytes`` times ``factor`` to the k, up to ``max_bytes``."""
+    if min_bytes <= 0 or max_bytes <= 0:
+        raise ValueError(f"sizes must be positive, got -b {min_bytes} -e {max_bytes}")
+    if min_bytes > max_bytes:
+        raise ValueError(f"min size -b {min_bytes} is larger than max size -e {max_bytes}")
+    if not factor > 1:
+        raise ValueError(f"factor -f {factor} must be > 1")
+    steps = math.floor(math.log(max_bytes / min_bytes) / math.log(factor) + 1e-9)
+    if steps >= MAX_SIZES:
+        raise ValueError(f"-b {min_bytes} -e {max_bytes} -f {factor} takes more than "
+                         f"{MAX_SIZES} steps; use a larger factor")
+    sizes = {round(min_bytes * factor ** k) for k in range(steps + 1)}
+    return sorted(size for size in sizes if size <= max_bytes)
+
+
+def format_size(nbytes: float) -> str:
+    """'64 B', '1 KiB', '1.5 MiB': the largest binary unit that keeps the number >= 1."""
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:g} {unit}"
+    return f"{nbytes:g} B"
+
+
+# ----------------------------------------------------------------------------- inputs
+
+def largest_exact(dtype) -> int:
+    """L: every integer of magnitude up to L is exact in ``dtype``."""
+    import jax.numpy as jnp
+
+    dtype = jnp.dtype(dtype)
+    if dtype == np.bool_:
+        return 1
+    if jnp.issubdtype(dtype, jnp.floating):
+        return 2 ** (jnp.finfo(dtype).nmant + 1)
+    return int(jnp.iinfo(dtype).max)
+
+
+def verifiable_values(n: int, count: int, dtype, seed: int = 0) -> np.ndarray:
+    """(n, count) small integers in ``dtype``: every sum over the n ranks is exact in any order."""
+    import jax.numpy as jnp
+
+    dtype = jnp.dtype(dtype)
+    rng = np.random.default_rng(seed)
+    if dtype == np.bool_:
+        return rng.integers(0, 2, (n, count)).astype(bool)
+    bound = max(1, min(8, largest_exact(dtype) // n))
+    low = 0 if jnp.issubdtype(dtype, jnp.unsignedinteger) else -bound
+    return rng.integers(low, bound + 1, (n, count)).astype(dtype)
+
+
+def place(values: np.ndarray, where):
+    """``values`` (n, count) on the devices: row r on rank r of a mesh, or all on one device."""
+    import jax
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+    if isinstance(where, Mesh):
+        return jax.device_put(values, NamedSharding(where, P(AXIS)))
+    return jax.device_put(values, where)
+
+
+# ----------------------------------------------------------------------------- programs
+
+def _axis(names: tuple):
+    """The axis argument for mesh axes ``names``: a name, or a tuple of them (row-major)."""
+    return names[0] if len(names) == 1 else names
+
+
+@lru_cache(maxsize=None)
+def program(op: str, algorithm: str, mesh, root: int = 0):
+    """jit(shard_map) of one collective over all of ``mesh``'s axes: (n, count) -> (n, ...)."""
+    import jax
+    from jax.sharding import PartitionSpec as P
+
+    from .check import call_collective
+
+    axis = _axis(mesh.axis_names)
+    return jax.jit(jax.shard_map(
+        lambda b: call_collective(op, algorithm, b[0], axis, root)[None],
+        mesh=mesh, in_specs=P(mesh.axis_names), out_specs=P(mesh.axis_names)))
+
+
+@lru_cache(maxsize=None)
+def emulated_program(op: str, algorithm: str, root: int = 0):
+    """jit(vmap) of one collective on ranks emulated on one device: (n, count) -> (n, ...)."""
+    import jax
+
+    from .check import call_collective
+
+    return jax.jit(jax.vmap(lambda b: call_collective(op, algorithm, b, AXIS, root),
+                            axis_name=AXIS))
+
+
+@dataclass(frozen=True)
+class Ranks:
+    """Where the n ranks run: a mesh of n devices, or emulated on one device.
+
+    Two-level algorithms (``hierarchical``) run on the tuple axis (outer, inner) of
+    ``check.two_level_mesh`` (2 x 4 for 8: two "nodes" of four), ranks in row-major order.
+    They cannot be emulated: JAX's ppermute under vmap takes one axis name at a time.
+    """
+
+    n: int
+    devices: tuple
+    emulated: bool = False
+
+    def mesh(self):
+        """The devices as a mesh with the one axis "i"."""
+        from jax.sharding import Mesh
+
+        return Mesh(np.array(self.devices), (AXIS,))
+
+    def program(self, op: str, algorithm: str, root: int):
+        """The jitted program of ``op`` by ``algorithm`` on these ranks."""
+        from .check import two_level_mesh
+        from .families import two_level
+
+        if self.emulated:
+            return emulated_program(op, algorithm, root)
+        levels = two_level(op, algorithm)
+        return program(op, algorithm, two_level_mesh(self.n, self.devices) if levels
+                       else self.mesh(), root)
+
+    def place(self, values: np.ndarray):
+        """``values`` (n, count) on these ranks."""
+        return place(values, self.devices[0] if self.emulated else self.mesh())
+
+
+def verifiable_input(ranks: Ranks, size: int, dtype="float32"):
+    """(n, count) verifiable values on ``ranks``, about ``size`` bytes per rank: count is a
+    multiple of n (>= n), so that every collective can cut it into n blocks."""
+    import jax.numpy as jnp
+
+    count = max(ranks.n, size // jnp.dtype(dtype).itemsize // ranks.n * ranks.n)
+    return ranks.place(verifiable_values(ranks.n, count, dtype))
+
+
+def count_wrong(programs: dict, x) -> dict[str, int]:
+    """Elements of each program's result differing from ``programs["xla"]``'s (zero tolerance)."""
+    reference = np.asarray(programs["xla"](x))
+    wrong = {}
+    for name, prog in programs.items():
+        result = np.asarray(prog(x))
+        same_shape = result.shape == reference.shape
+        wrong[name] = int(np.sum(result != reference)) if same_shape else reference.size
+    return wrong
+
+
+def time_alternating(programs: dict, x, iters: int, warmup: int = 1,
+                     tick=lambda: None) -> dict[str, list[float]]:
+    """Seconds per call: ``warmup`` calls each, then ``iters`` rounds of one call each, the
+    first of a round rotating; ``tick()`` after every round."""
+    names = list(programs)
+    for _ in range(warmup):
+        for name in names:
+            programs[name](x).block_until_ready()
+    times = {name: [] for name in names}
+    for i in range(iters):
+        for name in names[i % len(names):] + names[:i % len(names)]:
+            start = time.perf_counter()
+            programs[name](x).block_until_ready()
+            times[name].append(time.perf_counter() - start)
+        tick()
+    return times
+
+
+# ----------------------------------------------------------------------------- results
+
+@dataclass(frozen=True)
+class Result:
+    """One line of the table: one algorithm of one collective at one size."""
+
+    op: str
+    algorithm: str
+    size: int  # S, bytes
+    count: int
+    dtype: str
+    root: int  # -1: the collective has none
+    ranks: int
+    wrong: int
+    times: tuple[float, ...]  # seconds, one per timed call
+    xla_median: float
+
+    @property
+    def redop(self) -> str:
+        """nccl-tests' redop column: "sum" where the collective reduces, else "none"."""
+        return "sum" if CONVENTIONS[self.op].reduces else "none"
+
+    @property
+    def median(self) -> float:
+        """Median seconds per call."""
+        return statistics.median(self.times)
+
+    @property
+    def quartiles(self) -> tuple[float, float]:
+        """First and third quartiles of the seconds per call."""
+        if len(self.times) < 2:
+            return self.median, self.median
+        q1, _, q3 = statistics.quantiles(self.times, n=4, method="inclusive")
+        return q1, q3
+
+    @property
+    def algbw(self) -> float:
+        """S / median time, in GB/s."""
+        return self.size / self.median / 1e9
+
+    @property
+    def busbw(self) -> float:
+        """algbw x nccl-tests' factor for the collective, in GB/s."""
+        return self.algbw * busbw_factor(self.op, self.ranks)
+
+    @property
+    def vs_xla(self) -> float:
+        """Median time / xla's median time at the same size, in the same run."""
+        return self.median / self.xla_median
+
+    def as_dict(self) -> dict:
+        """Everything about this line, times in microseconds."""
+        q1, q3 = self.quartiles
+        return dict(op=self.op, algorithm=self.algorithm, size=self.size, count=self.count,
+                    dtype=self.dtype, redop=self.redop, root=self.root, ranks=self.ranks,
+                    time_us_median=self.median * 1e6, time_us_min=min(self.times) * 1e6,
+                    time_us_q1=q1 * 1e6, time_us_q3=q3 * 1e6,
+                    time_us_max=max(self.times) * 1e6, algbw_gbs=self.algbw,
+                    busbw_gbs=self.busbw, wrong=self.wrong, vs_xla=self.vs_xla)
+
+
+def run_point(op: str, size: int, algorithms: list[str], ranks: Ranks, dtype: str, root: int,
+              iters: int, warmup: int, tick=lambda: None) -> list[Result]:
+    """Every algorithm of ``op`` at ``size`` bytes: checked against xla, then timed in turn."""
+    import jax.numpy as jnp
+
+    from .check import ROOTED
+
+    count, elements, nbytes = layout(op, size, jnp.dtype(dtype).itemsize, ranks.n)
+    x = ranks.place(verifiable_values(ranks.n, elements, dtype))  # (n, elements)
+    programs = {name: ranks.program(op, name, root) for name in ["xla", *algorithms]}
+    wrong = count_wrong(programs, x)
+    tick()
+    times = time_alternating(programs, x, iters, warmup, tick)
+    xla = statistics.median(times["xla"])
+    shown_root = root if op in ROOTED else -1
+    return [Result(op, name, nbytes, count, dtype, shown_root, ranks.n, wrong[name],
+                   tuple(times[name]), xla) for name in programs]
+
+
+def environment(ranks: Ranks, argv: list[str]) -> dict:
+    """Versions, backend, devices, XLA_FLAGS and emulation: recorded with every result."""
+    import jax
+    import jaxlib
+
+    return dict(jax=jax.__version__, jaxlib=jaxlib.__version__,
+                python=platform.python_version(), backend=jax.default_backend(),
+                device_kind=ranks.devices[0].device_kind, devices=len(ranks.devices),
+                ranks=ranks.n, emulated=ranks.emulated,
+                xla_flags=os.environ.get("XLA_FLAGS", ""),
+                date=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                command=shlex.join(["python", "-m", "jaxcoll.bench", *argv]))
+
+
+# ----------------------------------------------------------------------------- output
+
+COLUMNS = (  # name, unit, width (negative: left-aligned), format of the value
+    ("size", "(B)", 12, "d"), ("count", "(elements)", 12, "d"), ("type", "", 8, "s"),
+    ("redop", "", 5, "s"), ("root", "", 4, "d"), ("algorithm", "", -21, "s"),
+    ("time", "(us)", 10, ".1f"), ("iqr", "(%)", 4, ".0f"), ("algbw", "(GB/s)", 8, ".3g"),
+    ("busbw", "(GB/s)", 8, ".3g"), ("#wrong", "", 6, "d"), ("vs xla", "(time)", 6, ".2f"))
+
+
+def _cells(texts) -> str:
+    """One table line: texts right-aligned (left for negative widths) in COLUMNS' widths."""
+    return "  ".join(f"{text:<{-width}}" if width < 0 else f"{text:>{width}}"
+                     for text, (_, _, width, _) in zip(texts, COLUMNS))
+
+
+def header(meta: dict, ops: list[str], dtype: str, iters: int, warmup: int) -> str:
+    """The '#' lines above the table: what ran, where, and with which versions and flags."""
+    where = (f"{meta['ranks']} ranks EMULATED on one {meta['backend']} device "
+             f"({meta['device_kind']}): {EMULATION_NOTE}" if meta["emulated"] else
+             f"{meta['ranks']} {meta['backend']} devices ({meta['device_kind']})")
+    factors = ", ".join(f"{op} {CONVENTIONS[op].factor}" for op in ops)
+    about = [f"jaxcoll.bench: {', '.join(ops)}; {dtype}; {where}",
+             f"jax {meta['jax']}, jaxlib {meta['jaxlib']}, python {meta['python']}, "
+             f"XLA_FLAGS={meta['xla_flags'] or '(unset)'}",
+             f"{iters} timed calls per line (median; iqr = interquartile range / median), "
+             f"{warmup} warm-up, algorithms alternating; busbw = algbw x {factors}"]
+    columns = [_cells(name for name, *_ in COLUMNS), _cells(unit for _, unit, *_ in COLUMNS)]
+    return "\n".join([f"# {line}" for line in about] + ["#"] + ["#" + c[1:] for c in columns])
+
+
+def table_line(result: Result) -> str:
+    """One result as a table line."""
+    q1, q3 = result.quartiles
+    values = (result.size, result.count, result.dtype, result.redop, result.root,
+              result.algorithm, result.median * 1e6, 100 * (q3 - q1) / result.median,
+              result.algbw, result.busbw, result.wrong, result.vs_xla)
+    return _cells(format(v, fmt) for v, (*_, fmt) in zip(values, COLUMNS))
+
+
+def write_json(path: str, meta: dict, results: list[Result]) -> None:
+    """{"meta": ..., "results": [... with every timed sample in "times_us"]}."""
+    rows = [dict(r.as_dict(), times_us=[t * 1e6 for t in r.times]) for r in results]
+    with open(path, "w") as f:
+        json.dump(dict(meta=meta, results=rows), f, indent=1)
+
+
+def write_csv(path: str, meta: dict, results: list[Result]) -> None:
+    """One row per result, the run's meta (versions, devices, emulated, ...) on every row."""
+    rows = [dict(r.as_dict(), **{k: v for k, v in meta.items() if k != "command"})
+            for r in results]
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+class Progress:
+    """A progress bar on stderr: redrawn in place on a terminal, a line per label otherwise."""
+
+    def __init__(self, total: int, enabled: bool = True, stream=None, width: int = 30):
+        self.total, self.done, self.width, self.enabled = total, 0, width, enabled
+        self.stream = stream or sys.stderr
+        self.tty = enabled and self.stream.isatty()
+        self.label, self.drawn_at = "", 0.0
+
+    def start(self, label: str) -> None:
+        """Name what runs next (on a line of its own when stderr is not a terminal)."""
+        self.label = label
+        if self.enabled and not self.tty:
+            print(f"[{self.done}/{self.total}] {label}", file=self.stream, flush=True)
+        self.draw()
+
+    def tick(self) -> None:
+        """One step done."""
+        self.done += 1
+        if time.monotonic() - self.drawn_at > 0.1 or self.done == self.total:
+            self.draw()
+
+    def draw(self) -> None:
+        """Redraw the bar (terminal only)."""
+        if self.tty:
+            filled = self.width * self.done // max(1, self.total)
+            bar = "#" * filled + "." * (self.width - filled)
+            self.stream.write(f"\r[{bar}] {self.done}/{self.total} {self.label}\033[K")
+            self.stream.flush()
+            self.drawn_at = time.monotonic()
+
+    def clear(self) -> None:
+        """Erase the bar so that other output can be written."""
+        if self.tty:
+            self.stream.write("\r\033[K")
+            self.stream.flush()
+
+
+# ----------------------------------------------------------------------------- plot
+
+def _pyplot():
+    """matplotlib.pyplot with the Agg backend, or a clear error if matplotlib is missing."""
+    try:
+        import matplotlib
+    except ImportError:
+        raise ImportError("jaxcoll.bench.plot needs matplotlib: pip install 'jaxcoll[viz]'"
+                          ) from None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+MARKERS = "o^vDPX<>*h"
+
+
+def plot(path: str, meta: dict, results: list[Result]) -> None:
+    """busbw against size (log-log) and time / xla, one column per collective."""
+    plt = _pyplot()
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter, NullLocator
+
+    ops = list(dict.fromkeys(r.op for r in results))
+    ours = sorted({r.algorithm for r in results} - {"xla"})
+    styles = {a: dict(color=f"C{i % 10}", marker=MARKERS[i % len(MARKERS)], label=a)
+              for i, a in enumerate(ours)}
+    styles["xla"] = dict(color="black", marker="s", linestyle="--", label="xla (reference)")
+    fig, axes = plt.subplots(2, len(ops), figsize=(5.5 * len(ops) + 2, 8), squeeze=False,
+                             sharex="col")
+    for (top, bottom), op in zip(axes.T, ops):
+        _plot_op(top, bottom, [r for r in results if r.op == op], styles)
+        bottom.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+        bottom.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}x"))
+        bottom.yaxis.set_minor_formatter(NullFormatter())
+        for ax in (top, bottom):
+            ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: format_size(v)))
+            ax.xaxis.set_minor_locator(NullLocator())
+            ax.grid(True, which="major", alpha=0.3)
+    handles = {label: h for ax in axes.flat for h, label in zip(*ax.get_legend_handles_labels())}
+    order = [styles[a]["label"] for a in ("xla", *ours)] + ["#wrong > 0"]
+    labels = [label for label in order if label in handles]
+    fig.legend([handles[label] for label in labels], labels, loc="center right", fontsize=9)
+    fig.suptitle(_plot_title(meta), fontsize=10)
+    fig.tight_layout(rect=(0, 0, 1 - 1.9 / fig.get_figwidth(), 1))
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _plot_op(top, bottom, results: list[Result], styles: dict) -> None:
+    """One collective's two panels; points with #wrong > 0 circled in red."""
+    for algorithm in dict.fromkeys(r.algorithm for r in results):
+        rows = sorted((r for r in results if r.algorithm == algorithm), key=lambda r: r.size)
+        x = [r.size for r in rows]
+        top.loglog(x, [r.busbw for r in rows], markersize=5, **styles[algorithm])
+        bottom.loglog(x, [r.vs_xla for r in rows], markersize=5, **styles[algorithm])
+        bad = [r for r in rows if r.wrong]
+        for ax, y in ((top, [r.busbw for r in bad]), (bottom, [r.vs_xla for r in bad])):
+            if bad:
+                ax.scatter([r.size for r in bad], y, s=150, facecolors="none",
+                           edgecolors="red", linewidths=1.5, label="#wrong > 0", zorder=3)
+    op = results[0].op
+    top.set_title(f"{op} ({results[0].dtype}, busbw = algbw x {CONVENTIONS[op].factor})",
+                  fontsize=10)
+    top.set_ylabel("busbw (GB/s)")
+    bottom.set_ylabel("time / xla time (lower is faster)")
+    bottom.set_xlabel("size S (bytes, nccl-tests convention)")
+    bottom.set_xticks(sorted({r.size for r in results}))
+
+
+def _plot_title(meta: dict) -> str:
+    """The figure title: where and with what it ran."""
+    where = (f"{meta['ranks']} ranks EMULATED by vmap on one {meta['backend']} device "
+             "(memory traffic, not links)" if meta["emulated"] else
+             f"{meta['ranks']} {meta['backend']} devices ({meta['device_kind']})")
+    return f"jaxcoll.bench: {where}; jax {meta['jax']}; median of timed calls"
+
+
+# ----------------------------------------------------------------------------- command line
+
+def _parser() -> argparse.ArgumentParser:
+    """The command line, flags named as in nccl-tests where it has them."""
+    parser = argparse.ArgumentParser(
+        prog="python -m jaxcoll.bench", description=__doc__.split("\n\n")[0],
+        epilog="See the module docstring (python -c 'import jaxcoll.bench; "
+               "help(jaxcoll.bench)') for what size, count, algbw and busbw mean.")
+    parser.add_argument("-b", "--minbytes", default="1K",
+                        help="smallest size S in bytes: 64, 1K, 1KiB, 16M, 16MiB, 1G (binary "
+                             "units, as nccl-tests; default 1K)")
+    parser.add_argument("-e", "--maxbytes", default="16M", help="largest size (default 16M)")
+    parser.add_argument("-f", "--stepfactor", type=float, default=4.0,
+                        help="multiply the size by this from -b to -e (default 4)")
+    parser.add_argument("--op", default="allreduce",
+                        help="comma-separated collectives, or 'all' (default allreduce)")
+    parser.add_argument("--algorithms", default="all",
+                        help="comma-separated, or 'all' (every algorithm but auto); xla always "
+                             "runs as the reference")
+    parser.add_argument("-d", "--dtype", default="float32",
+                        help=f"one of {', '.join(DTYPES)} (default float32)")
+    parser.add_argument("-r", "--root", type=int, default=0, help="root of rooted collectives")
+    parser.add_argument("-n", "--iters", type=int, default=20, help="timed rounds (default 20)")
+    parser.add_argument("-w", "--warmup", type=int, default=2,
+                        help="warm-up calls per algorithm and size (default 2)")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--devices", type=int, default=None,
+                       help="ranks: fake CPU devices on CPU (default 8); elsewhere the first N "
+                            "local devices (default all)")
+    where.add_argument("--emulate", type=int, default=None, metavar="N",
+                       help="run N ranks emulated by jax.vmap on one device (measures memory "
+                            "traffic, not links)")
+    parser.add_argument("--json", metavar="PATH", help="write meta and every sample as json")
+    parser.add_argument("--csv", metavar="PATH", help="write one row per table line")
+    parser.add_argument("--plot", metavar="PNG", help="busbw and time / xla against size "
+                        "(needs matplotlib: pip install 'jaxcoll[viz]')")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    return parser
+
+
+def _sizes(parser, args) -> list[int]:
+    """The sweep from -b, -e, -f, or a parser error."""
+    try:
+        return sweep(parse_size(args.minbytes), parse_size(args.maxbytes), args.stepfactor)
+    except ValueError as error:
+        parser.error(f"argument -b/-e/-f: {error}")
+
+
+def _counts(parser, args) -> None:
+    """--iters, --warmup, --devices and --emulate in range, or a parser error."""
+    for flag, value, low in (("--iters", args.iters, 1), ("--warmup", args.warmup, 0),
+                             ("--devices", args.devices, 1), ("--emulate", args.emulate, 2)):
+        if value is not None and value < low:
+            parser.error(f"argument {flag}: {value} must be >= {low}")
+    if args.plot:
+        import importlib.util
+
+        if importlib.util.find_spec("matplotlib") is None:
+            parser.error(f"argument --plot: {args.plot} needs matplotlib, which is not "
+                         "installed: pip install 'jaxcoll[viz]'")
+
+
+def _ops(parser, text: str) -> list[str]:
+    """The collectives of --op, or a parser error naming the allowed ones."""
+    from .families import PRIMITIVES
+
+    allowed = [op for op in PRIMITIVES if op in CONVENTIONS]
+    ops = allowed if text == "all" else list(dict.fromkeys(text.split(",")))
+    for op in ops:
+        if op not in allowed:
+            parser.error(f"argument --op: {op!r} is not a collective; allowed: "
+                         f"{', '.join(allowed)}, all")
+    return ops
+
+
+def _algorithms(parser, op: str, text: str, emulated: bool) -> list[str]:
+    """The algorithms of --algorithms for ``op`` (without xla, which always runs); under
+    --emulate, without the two-level ones (they need a tuple axis, which vmap can't give)."""
+    from .collectives import algorithms
+    from .families import two_level
+
+    allowed = [a for a in algorithms(op) if a != "xla"]
+    if emulated:
+        allowed = [a for a in allowed if not two_level(op, a)]
+    names = [a for a in allowed if a != "auto"] if text == "all" else text.split(",")
+    for name in names:
+        if name not in allowed + ["xla"]:
+            why = " (two-level algorithms cannot be emulated)" if emulated and name in algorithms(
+                op) else ""
+            parser.error(f"argument --algorithms: {name!r} is not an algorithm of {op}{why}; "
+                         f"allowed: {', '.join(allowed)}, all")
+    return [a for a in dict.fromkeys(names) if a != "xla"]
+
+
+def _dtype(parser, text: str, ops: list[str]) -> str:
+    """--dtype, checked against the collectives that reduce."""
+    if text not in DTYPES:
+        parser.error(f"argument --dtype: {text!r} is not supported; allowed: "
+                     f"{', '.join(DTYPES)}")
+    from ._checks import check_op_dtype
+
+    for op in (op for op in ops if CONVENTIONS[op].reduces):
+        try:
+            check_op_dtype(op, "sum", text)
+        except TypeError as error:
+            parser.error(f"argument --dtype: {text} cannot be reduced by --op {op} "
+                         f"({error})")
+    return text
+
+
+def _start_jax(devices: int) -> None:
+    """Ask for ``devices`` fake CPU devices; harmless elsewhere, too late once JAX has started."""
+    import jax
+
+    try:
+        jax.config.update("jax_num_cpu_devices", devices)
+    except RuntimeError:
+        pass  # JAX started already (e.g. under pytest): its devices are used
+
+
+def _ranks(parser, args) -> Ranks:
+    """The devices to run on, or a parser error saying why there are not enough."""
+    import jax
+
+    if args.emulate:
+        return Ranks(args.emulate, (jax.local_devices()[0],), emulated=True)
+    backend, available = jax.default_backend(), jax.local_devices()
+    wanted = args.devices or (8 if backend == "cpu" else len(available))
+    if min(wanted, len(available)) < 2:
+        parser.error(f"collectives need at least two devices; {min(wanted, len(available))} "
+                     f"{backend} device ({available[0].device_kind}) here. Pass --emulate N "
+                     f"to run N ranks emulated with jax.vmap on one device ({EMULATION_NOTE})")
+    if wanted > len(available):
+        started = " (JAX was started before this run)" if backend == "cpu" else ""
+        parser.error(f"argument --devices: {wanted} wanted but there are {len(available)} "
+                     f"{backend} devices{started}; allowed: 2..{len(available)}")
+    return Ranks(wanted, tuple(available[:wanted]))
+
+
+def main(argv=None) -> int:
+    """Run the sweep, print the table; exit status 1 if any algorithm gave a wrong result."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    sizes = _sizes(parser, args)
+    _counts(parser, args)
+    if not args.emulate:
+        _start_jax(args.devices or 8)
+    ops = _ops(parser, args.op)
+    algorithms = {op: _algorithms(parser, op, args.algorithms, bool(args.emulate))
+                  for op in ops}
+    dtype = _dtype(parser, args.dtype, ops)
+    ranks = _ranks(parser, args)
+    if not 0 <= args.root < ranks.n:
+        parser.error(f"argument --root: {args.root} is out of range; allowed: "
+                     f"0..{ranks.n - 1}")
+    meta = environment(ranks, argv)
+    print(header(meta, ops, dtype, args.iters, args.warmup), flush=True)
+    results = _run(ops, sizes, algorithms, ranks, dtype, args)
+    wrong = sum(r.wrong for r in results)
+    print(f"# #wrong in all: {wrong} {'OK' if wrong == 0 else 'FAILED'}", flush=True)
+    _write_outputs(args, meta, results)
+    return 1 if wrong else 0
+
+
+def _run(ops, sizes, algorithms, ranks: Ranks, dtype: str, args) -> list[Result]:
+    """Every (op, size), printing each size's lines as soon as they are measured."""
+    progress = Progress(len(ops) * len(sizes) * (args.iters + 1), enabled=not args.quiet)
+    results = []
+    for op in ops:
+        for size in sizes:
+            progress.start(f"{op} {format_size(size)}")
+            point = run_point(op, size, algorithms[op], ranks, dtype, args.root, args.iters,
+                              args.warmup, progress.tick)
+            progress.clear()
+            print("\n".join(table_line(r) for r in point), flush=True)
+            results += point
+    progress.clear()
+    return results
+
+
+def _write_outputs(args, meta: dict, results: list[Result]) -> None:
+    """--json, --csv and --plot, each saying where it wrote."""
+    for path, write in ((args.json, write_json), (args.csv, write_csv), (args.plot, plot)):
+        if path:
+            write(path, meta, results)
+            print(f"# wrote {path}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
