@@ -648,23 +648,28 @@ def _ops(parser, text: str) -> list[str]:
     return ops
 
 
-def _algorithms(parser, op: str, text: str, emulated: bool) -> list[str]:
-    """The algorithms of --algorithms for ``op`` (without xla, which always runs); under
-    --emulate, without the two-level ones (they need a tuple axis, which vmap can't give)."""
+def _algorithms(parser, ops: list[str], text: str, emulated: bool) -> dict[str, list[str]]:
+    """{op: the algorithms of --algorithms it has} (xla, which always runs, left out). With
+    several ops a name need only belong to one of them. Under --emulate, no two-level ones
+    (they need a tuple axis, which vmap can't give)."""
     from .collectives import algorithms
     from .families import two_level
 
-    allowed = [a for a in algorithms(op) if a != "xla"]
-    if emulated:
-        allowed = [a for a in allowed if not two_level(op, a)]
-    names = [a for a in allowed if a != "auto"] if text == "all" else text.split(",")
+    def allowed(op):
+        names = [a for a in algorithms(op) if a != "xla"]
+        return [a for a in names if not (emulated and two_level(op, a))]
+
+    if text == "all":
+        return {op: [a for a in allowed(op) if a != "auto"] for op in ops}
+    names = [a for a in dict.fromkeys(text.split(",")) if a != "xla"]
     for name in names:
-        if name not in allowed + ["xla"]:
-            why = " (two-level algorithms cannot be emulated)" if emulated and name in algorithms(
-                op) else ""
-            parser.error(f"argument --algorithms: {name!r} is not an algorithm of {op}{why}; "
-                         f"allowed: {', '.join(allowed)}, all")
-    return [a for a in dict.fromkeys(names) if a != "xla"]
+        if not any(name in allowed(op) for op in ops):
+            why = (" (two-level algorithms cannot be emulated)"
+                   if emulated and any(name in algorithms(op) for op in ops) else "")
+            choices = sorted({a for op in ops for a in allowed(op)})
+            parser.error(f"argument --algorithms: {name!r} is not an algorithm of "
+                         f"{', '.join(ops)}{why}; allowed: {', '.join(choices)}, all")
+    return {op: [a for a in names if a in allowed(op)] for op in ops}
 
 
 def _dtype(parser, text: str, ops: list[str]) -> str:
@@ -722,8 +727,7 @@ def main(argv=None) -> int:
     if not args.emulate:
         _start_jax(args.devices or 8)
     ops = _ops(parser, args.op)
-    algorithms = {op: _algorithms(parser, op, args.algorithms, bool(args.emulate))
-                  for op in ops}
+    algorithms = _algorithms(parser, ops, args.algorithms, bool(args.emulate))
     dtype = _dtype(parser, args.dtype, ops)
     ranks = _ranks(parser, args)
     if not 0 <= args.root < ranks.n:

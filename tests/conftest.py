@@ -11,8 +11,30 @@ os.environ["XLA_FLAGS"] = " ".join(
 import jax  # noqa: E402
 
 jax.config.update("jax_num_cpu_devices", 8)
+jax.devices()  # start the backend now: code under test can no longer change the device count
 
 
 def pytest_addoption(parser):
     parser.addoption("--deep", action="store_true",
                      help="cross every root with every element count, dtype and op (slow)")
+    parser.addoption("--sweep-ns", default="",
+                     help="comma-separated rank counts: run the n = 1..8 sweeps at these only "
+                          "(CI's second, newest-jax pass uses 3,8)")
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "sweep: the primitive x algorithm x n x count sweeps, one test per n "
+        "(--sweep-ns keeps some n only)")
+
+
+def pytest_collection_modifyitems(config, items):
+    keep = config.getoption("--sweep-ns")
+    if not keep:
+        return
+    ns = {int(n) for n in keep.split(",")}
+    dropped = [item for item in items if item.get_closest_marker("sweep")
+               and item.callspec.params["n"] not in ns]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = [item for item in items if item not in dropped]

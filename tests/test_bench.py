@@ -167,6 +167,12 @@ def test_bad_arguments_exit_2_with_a_clear_message(argv, words, capsys):
         assert word in err, err
 
 
+def test_algorithms_apply_to_the_ops_that_have_them():
+    chosen = bench._algorithms(bench._parser(), ["allreduce", "broadcast"], "ring,binomial,xla",
+                               emulated=False)
+    assert chosen == {"allreduce": ["ring"], "broadcast": ["binomial"]}
+
+
 def test_plot_without_matplotlib_is_refused_before_running(monkeypatch, capsys):
     import importlib.util
 

@@ -121,6 +121,7 @@ def sweep(primitive: str, algorithm: str, n: int, deep: bool):
     return the_cases, ours_vs_xla(the_cases, partial(call, primitive), algorithm, n)
 
 
+@pytest.mark.sweep
 @pytest.mark.parametrize("n", range(1, 9))
 @pytest.mark.parametrize("primitive, algorithm", PAIRS)
 def test_matches_builtin(primitive, algorithm, n, request):

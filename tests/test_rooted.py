@@ -97,6 +97,7 @@ def sweep(primitive: str, algorithm: str, n: int, deep: bool):
 PAIRS = [(p, a) for p in ROOTED for a in sorted(SCHEDULES[p])]
 
 
+@pytest.mark.sweep
 @pytest.mark.parametrize("n", range(1, 9))
 @pytest.mark.parametrize("primitive, algorithm", PAIRS)
 def test_rooted_matches_reference(primitive, algorithm, n, request):
