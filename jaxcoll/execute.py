@@ -214,8 +214,19 @@ def in_sequence(fn: Callable, arrays: list, *more: list) -> list:
     return results
 
 
+def _distinct_per_rank(tables: list[np.ndarray], past_end: int) -> bool:
+    """True if no rank writes a chunk twice in any step (ids >= ``past_end`` are dropped)."""
+    ids = np.concatenate(tables, axis=-1)  # (n_steps, n_ranks, all moved)
+    for row in ids.reshape(-1, ids.shape[-1]):
+        real = row[row < past_end]
+        if len(np.unique(real)) < len(real):
+            return False
+    return True
+
+
 def _run_segment(segment: Segment, buf, axis, combine: Combine, n_ranks: int):
     me = lax.axis_index(axis)
+    n_chunks = buf.shape[0]
     partial_ok = in_shard_map(axis)
     perms, receiver_masks = [], []
     for matching in segment.matchings:
@@ -224,6 +235,12 @@ def _run_segment(segment: Segment, buf, axis, combine: Combine, n_ranks: int):
         receivers[0, [dst for _, dst in matching.perm]] = True
         receiver_masks.append(None if receivers.all() else receivers)
     send_contiguous = [_contiguous(table) for table in segment.send_ids]
+    # Several writes a round (one per matching) into one buffer would make XLA copy the whole
+    # buffer each round. Where no rank writes a chunk twice in a round, one scatter does them
+    # all; the ids of ranks outside a matching point past the end, and are dropped.
+    dropping_ids = [np.where(mask.T[None] if mask is not None else True, table, n_chunks)
+                    for table, mask in zip(segment.recv_ids, receiver_masks)]
+    one_write = len(segment.matchings) > 1 and _distinct_per_rank(dropping_ids, n_chunks)
     recv_contiguous = [_contiguous(table) for table in segment.recv_ids]
 
     def one_round(step, buf):
@@ -232,6 +249,11 @@ def _run_segment(segment: Segment, buf, axis, combine: Combine, n_ranks: int):
                     for table, contiguous in zip(segment.send_ids, send_contiguous)]
         received = in_sequence(lambda out, perm: lax.ppermute(out, axis, perm=perm),
                                outgoing, perms)  # each (n_moved, chunk_len)
+        if one_write:  # each rank writes distinct chunks: one scatter for the whole round
+            ids = [_row(table, step, me) for table in dropping_ids]
+            got = [combine(_take(buf, i, False), r) if m.reduce else r
+                   for i, r, m in zip(ids, received, segment.matchings)]
+            return buf.at[jnp.concatenate(ids)].set(jnp.concatenate(got), mode="drop")
         for j, matching in enumerate(segment.matchings):
             got = received[j]
             ids = _row(segment.recv_ids[j], step, me)
