@@ -4,11 +4,22 @@ Each chunk on each rank holds a set of contributions, (rank, chunk) pairs: whose
 summed into it. A reduce transfer adds the sender's set to the receiver's (a contribution
 already there would be counted twice: an error); a copy replaces it. At the end, every rank
 must hold exactly what the primitive promises: each contribution once, none missing.
+
+The sets are held one of two ways, under the same rules (:func:`_run`): :class:`_Masks`, one
+int per chunk (a chunk id and a bitmask of ranks), fast enough for thousands of ranks, which
+holds every set whose contributions are all of one chunk id, as in every registered schedule;
+and :class:`_Sets`, frozensets of (rank, chunk) pairs, which hold anything: ``verify`` falls
+back to them when a schedule sums two chunk ids into one chunk, and ``states`` (small n, for
+pictures) uses them.
 """
 
 from __future__ import annotations
 
-from .execute import lower
+from collections import Counter
+from itertools import groupby
+from typing import Callable
+
+from .execute import split_round
 from .schedules import Schedule
 
 Contributions = frozenset  # of (rank, chunk)
@@ -23,6 +34,58 @@ class ScheduleError(ValueError):
     """A schedule that does not do what its primitive promises."""
 
 
+class _MixedOrigins(Exception):
+    """A reduce summed contributions of two chunk ids into one chunk, which _Masks cannot hold."""
+
+
+def _bits(mask: int) -> list[int]:
+    """The positions of the set bits of ``mask``, lowest first."""
+    return [r for r in range(mask.bit_length()) if mask >> r & 1]
+
+
+class _Sets:
+    """A chunk's contributions as a frozenset of (rank, chunk) pairs; None: no data yet."""
+
+    def row(self, rank: int, origins: list[int | None]) -> list[Contributions | None]:
+        """``rank``'s chunks before the first round: chunk i holds rank's own data of chunk
+        ``origins[i]`` (None: no data)."""
+        return [None if origin is None else frozenset({(rank, origin)}) for origin in origins]
+
+    def promise(self, origin: int, ranks: int) -> Contributions:
+        """The contributions (r, origin) for every rank r in the bitmask ``ranks``."""
+        return frozenset((r, origin) for r in _bits(ranks))
+
+    def union(self, held: Contributions, sent: Contributions) -> Contributions | None:
+        """held + sent, or None if they share a contribution."""
+        return None if held & sent else held | sent
+
+    def contributions(self, cell: Contributions | None) -> Contributions:
+        return cell or frozenset()
+
+
+class _Masks:
+    """Contributions (r, origin) for the ranks r of a bitmask, all of one chunk id ``origin``,
+    as one int: origin << n_ranks | bitmask; 0: no data yet."""
+
+    def __init__(self, n_ranks: int):
+        self.n, self.ranks = n_ranks, (1 << n_ranks) - 1
+
+    def row(self, rank: int, origins: list[int | None]) -> list[int]:
+        n, bit = self.n, 1 << rank
+        return [0 if origin is None else origin << n | bit for origin in origins]
+
+    def promise(self, origin: int, ranks: int) -> int:
+        return origin << self.n | ranks
+
+    def union(self, held: int, sent: int) -> int | None:
+        if (held ^ sent) >> self.n:  # two origins: only _Sets can hold the sum
+            raise _MixedOrigins
+        return None if held & sent & self.ranks else held | sent
+
+    def contributions(self, cell: int) -> Contributions:
+        return frozenset((r, cell >> self.n) for r in _bits(cell & self.ranks))
+
+
 def _block_of(schedule: Schedule):
     n_blocks = {**dict.fromkeys(BLOCKED, schedule.n_ranks),
                 "alltoall": 2 * schedule.n_ranks}.get(schedule.primitive, 1)
@@ -30,51 +93,58 @@ def _block_of(schedule: Schedule):
     return lambda chunk: chunk // per_block
 
 
+def _origins(schedule: Schedule) -> Callable[[int], list[int | None]]:
+    """origins(rank): for each of rank's chunks, the chunk id of rank's own data that it holds
+    before the first round (None: nothing meaningful yet)."""
+    p, root, chunks = schedule.primitive, schedule.root, range(schedule.n_chunks)
+    block_of = _block_of(schedule)
+    if p in ("allreduce", "reduce", "reduce_scatter"):
+        return lambda rank: chunks
+    if p in ("broadcast", "scatter"):
+        return lambda rank: chunks if rank == root else [None] * len(chunks)
+    if p == "alltoall":  # the same data in both halves: (rank, chunk of the first half)
+        twice = [chunk % (len(chunks) // 2) for chunk in chunks]
+        return lambda rank: twice
+    # allgather, gather: each rank holds its own block
+    return lambda rank: [chunk if block_of(chunk) == rank else None for chunk in chunks]
+
+
 def initial_state(schedule: Schedule) -> list[list[Contributions | None]]:
     """What each rank holds before the first round (None: nothing meaningful yet)."""
+    origins = _origins(schedule)
+    return [_Sets().row(rank, origins(rank)) for rank in range(schedule.n_ranks)]
+
+
+def _promises(schedule: Schedule) -> list[tuple[int, list[tuple[int, int, int]]]]:
+    """What the primitive promises, rank by rank: (rank, [(chunk, origin, ranks), ...]) for the
+    chunks it defines, in (rank, chunk) order; each must hold the contributions (r, origin) for
+    the r in the bitmask ``ranks``, and no others. Ranks promised the same share one list."""
     n, p, root = schedule.n_ranks, schedule.primitive, schedule.root
-    block_of = _block_of(schedule)
-
-    def holds(rank, chunk):
-        if p in ("allreduce", "reduce", "reduce_scatter"):
-            return frozenset({(rank, chunk)})
-        if p in ("broadcast", "scatter"):
-            return frozenset({(rank, chunk)}) if rank == root else None
-        if p == "alltoall":  # the same data in both halves: (rank, chunk of the first half)
-            return frozenset({(rank, chunk % (schedule.n_chunks // 2))})
-        # allgather, gather: each rank holds its own block
-        return frozenset({(rank, chunk)}) if block_of(chunk) == rank else None
-
-    return [[holds(r, c) for c in range(schedule.n_chunks)] for r in range(n)]
+    block_of, chunks = _block_of(schedule), range(schedule.n_chunks)
+    if p == "alltoall":  # rank r's chunk n + i: rank i's chunk r (c < n is the input)
+        half = schedule.n_chunks // 2
+        return [(r, [(half + c, r, 1 << c) for c in range(half)]) for r in range(n)]
+    if p in ("allreduce", "reduce", "reduce_scatter"):
+        whose = lambda chunk: (1 << n) - 1  # noqa: E731
+    elif p in ("broadcast", "scatter"):
+        whose = lambda chunk: 1 << root  # noqa: E731
+    elif p in ("allgather", "gather"):
+        whose = lambda chunk: 1 << block_of(chunk)  # noqa: E731
+    else:
+        raise ValueError(f"{schedule.name}: unknown primitive {p!r}")
+    every_chunk = [(c, c, whose(c)) for c in chunks]
+    if p in ("allreduce", "broadcast", "allgather"):  # every rank
+        return [(r, every_chunk) for r in range(n)]
+    if p in ("reduce", "gather"):  # the root
+        return [(root, every_chunk)]
+    # reduce_scatter, scatter: block i to rank i
+    return [(r, list(row)) for r, row in groupby(every_chunk, lambda item: block_of(item[0]))]
 
 
 def promised_state(schedule: Schedule) -> dict[tuple[int, int], Contributions]:
     """What the primitive promises: {(rank, chunk): contributions} for the chunks it defines."""
-    n, p, root = schedule.n_ranks, schedule.primitive, schedule.root
-    block_of = _block_of(schedule)
-    everyone = lambda c: frozenset((r, c) for r in range(n))  # noqa: E731
-    out = {}
-    for c in range(schedule.n_chunks):
-        if p == "allreduce":
-            out.update({(r, c): everyone(c) for r in range(n)})
-        elif p == "reduce":
-            out[(root, c)] = everyone(c)
-        elif p == "reduce_scatter":
-            out[(block_of(c), c)] = everyone(c)
-        elif p == "broadcast":
-            out.update({(r, c): frozenset({(root, c)}) for r in range(n)})
-        elif p == "allgather":
-            out.update({(r, c): frozenset({(block_of(c), c)}) for r in range(n)})
-        elif p == "gather":
-            out[(root, c)] = frozenset({(block_of(c), c)})
-        elif p == "scatter":
-            out[(block_of(c), c)] = frozenset({(root, c)})
-        elif p == "alltoall":  # rank r's chunk n + i: rank i's chunk r (c < n is the input)
-            half = schedule.n_chunks // 2
-            out.update({(r, half + c): frozenset({(c, r)}) for r in range(n) if c < half})
-        else:
-            raise ValueError(f"{schedule.name}: unknown primitive {p!r}")
-    return out
+    return {(rank, chunk): _Sets().promise(origin, ranks)
+            for rank, row in _promises(schedule) for chunk, origin, ranks in row}
 
 
 def _check_writes(index: int, round_) -> None:
@@ -90,59 +160,116 @@ def _check_writes(index: int, round_) -> None:
                                 f"{', '.join(map(str, ts))}")
 
 
+def _one_matching(round_) -> bool:
+    """True if every rank sends and receives at most once in the round, and every transfer
+    moves as many chunks the same way (copy or reduce)."""
+    return (len({t.src for t in round_}) == len({t.dst for t in round_}) == len(round_)
+            and len({(len(t.chunks), t.reduce) for t in round_}) <= 1)
+
+
 def check_matchings(schedule: Schedule) -> None:
-    """Each ppermute the executor makes sends from and to every rank at most once."""
-    for segment in lower(schedule):
-        for matching in segment.matchings:
-            for side, ranks in (("sends", [s for s, _ in matching.perm]),
-                                ("receives", [d for _, d in matching.perm])):
-                twice = sorted({r for r in ranks if ranks.count(r) > 1})
+    """Each ppermute the executor makes sends from and to every rank at most once.
+
+    The executor cuts each round into ppermutes with ``split_round``. Its greedy rule keeps a
+    round in which every rank sends and receives at most once, all transfers moving as many
+    chunks the same way, whole: one ppermute, which is fine. Other rounds are split and checked,
+    once per distinct round (``split_round`` looks only at each transfer's ranks, chunk count
+    and kind, and takes time quadratic in a round's length).
+    """
+    seen = set()
+    for round_ in schedule.rounds:
+        if _one_matching(round_):
+            continue
+        shape = tuple((t.src, t.dst, len(t.chunks), t.reduce) for t in round_)
+        if shape in seen:
+            continue
+        seen.add(shape)
+        for matching in split_round(round_):
+            perm = tuple((t.src, t.dst) for t in matching)
+            for side, ranks in (("sends", [t.src for t in matching]),
+                                ("receives", [t.dst for t in matching])):
+                twice = sorted(r for r, count in Counter(ranks).items() if count > 1)
                 if twice:
                     raise ScheduleError(f"{schedule.name}: rank {twice[0]} {side} twice in one "
-                                        f"ppermute {matching.perm}")
+                                        f"ppermute {perm}")
+
+
+def _run(schedule: Schedule, cells: _Sets | _Masks, record: Callable[[list], None] | None = None
+         ) -> list[list]:
+    """Execute the schedule on ``cells``' representation and return the final state, as
+    [rank][chunk]; ``record(state)`` is called before the first round and after each. Raises
+    ScheduleError at the first transfer that is not possible."""
+    if not schedule.primitive:
+        raise ValueError(f"{schedule.name}: the schedule names no primitive to verify against; "
+                         "build it with jaxcoll.schedule(primitive, algorithm, n)")
+    width, origins = schedule.n_chunks, _origins(schedule)
+    state = [cells.row(rank, origins(rank)) for rank in range(schedule.n_ranks)]
+    if record:
+        record(state)
+    for index, round_ in enumerate(schedule.rounds):
+        writes = [t.dst * width + d for t in round_ for d in t.into]
+        written = set(writes)
+        if len(written) < len(writes):
+            _check_writes(index, round_)
+        # Every transfer reads the state as it was before the round: a copy, if the round
+        # writes a chunk that it reads (a swap, as in recursive doubling).
+        sources = state
+        if not written.isdisjoint([t.src * width + c for t in round_ for c in t.chunks]):
+            sources = [row[:] for row in state]
+        for t in round_:
+            source, row, reduce = sources[t.src], state[t.dst], t.reduce
+            for c, d in zip(t.chunks, t.into):
+                value = source[c]
+                if not value:
+                    raise ScheduleError(f"round {index}: rank {t.src} sends chunk {c} to rank "
+                                        f"{t.dst} before it holds any data for it")
+                if not reduce:
+                    row[d] = value
+                    continue
+                held = row[d]
+                if not held:
+                    raise ScheduleError(f"round {index}: rank {t.dst} reduces into chunk {d}, "
+                                        "which holds no data yet")
+                union = cells.union(held, value)
+                if union is None:
+                    twice = cells.contributions(held) & cells.contributions(value)
+                    raise ScheduleError(f"round {index}: {t} counts contributions twice into "
+                                        f"rank {t.dst} chunk {d}: {sorted(twice)}")
+                row[d] = union
+        if record:
+            record(state)
+    return state
 
 
 def states(schedule: Schedule) -> list[list[list[Contributions | None]]]:
     """What every rank holds before the first round and after each round, as [rank][chunk]
     contribution sets; raises ScheduleError at the first transfer that is not possible."""
-    if not schedule.primitive:
-        raise ValueError(f"{schedule.name}: the schedule names no primitive to verify against; "
-                         "build it with jaxcoll.schedule(primitive, algorithm, n)")
-    state = initial_state(schedule)
-    history = [[row[:] for row in state]]
-    for index, round_ in enumerate(schedule.rounds):
-        _check_writes(index, round_)
-        before = [row[:] for row in state]
-        for t in round_:
-            for c, d in zip(t.chunks, t.into):
-                sent = before[t.src][c]
-                if sent is None:
-                    raise ScheduleError(f"round {index}: rank {t.src} sends chunk {c} to rank "
-                                        f"{t.dst} before it holds any data for it")
-                if not t.reduce:
-                    state[t.dst][d] = sent
-                    continue
-                held = state[t.dst][d]
-                if held is None:
-                    raise ScheduleError(f"round {index}: rank {t.dst} reduces into chunk {d}, "
-                                        "which holds no data yet")
-                if held & sent:
-                    raise ScheduleError(f"round {index}: {t} counts contributions twice into "
-                                        f"rank {t.dst} chunk {d}: {sorted(held & sent)}")
-                state[t.dst][d] = held | sent
-        history.append([row[:] for row in state])
+    history = []
+    _run(schedule, _Sets(), lambda state: history.append([row[:] for row in state]))
     return history
 
 
 def verify(schedule: Schedule) -> None:
     """Raise ScheduleError (naming the round, rank and chunk) unless the schedule keeps its
     primitive's promise; return None if it does."""
-    final = states(schedule)[-1]
+    try:
+        cells = _Masks(schedule.n_ranks)
+        final = _run(schedule, cells)
+    except _MixedOrigins:  # a chunk summed two chunk ids: run again on sets, which hold that
+        cells = _Sets()
+        final = _run(schedule, cells)
     last = f"after round {len(schedule.rounds) - 1}" if schedule.rounds else "with no rounds"
-    for (rank, chunk), promised in sorted(promised_state(schedule).items()):
-        held = final[rank][chunk] or frozenset()
-        if held != promised:
-            raise ScheduleError(
-                f"{schedule.name}: {last}, rank {rank} chunk {chunk} holds {sorted(held)}; "
-                f"missing {sorted(promised - held)}, unexpected {sorted(held - promised)}")
+    promised, expected = None, []
+    for rank, row in _promises(schedule):
+        if row is not promised:
+            promised, expected = row, [cells.promise(origin, ranks) for _, origin, ranks in row]
+        held = final[rank]
+        if [held[chunk] for chunk, _, _ in row] == expected:
+            continue
+        for (chunk, _, _), want in zip(row, expected):
+            if held[chunk] != want:
+                has, want = cells.contributions(held[chunk]), cells.contributions(want)
+                raise ScheduleError(
+                    f"{schedule.name}: {last}, rank {rank} chunk {chunk} holds {sorted(has)}; "
+                    f"missing {sorted(want - has)}, unexpected {sorted(has - want)}")
     check_matchings(schedule)
