@@ -1,7 +1,7 @@
 """jaxcoll: collective communication algorithms written with nothing but ``lax.ppermute``."""
 
-from .collectives import (OPS, algorithms, allgather, allreduce, alltoall, broadcast, gather,
-                          reduce, reduce_scatter, ring_allgather, ring_allreduce,
+from .collectives import (BUCKET_BYTES, OPS, algorithms, allgather, allreduce, alltoall,
+                          broadcast, gather, reduce, reduce_scatter, ring_allgather, ring_allreduce,
                           ring_reduce_scatter, schedule, scatter, tree_allreduce, tree_broadcast)
 from .model import (Calibration, Cost, calibrate, calibration, choose, cost, explain,
                     set_calibration)
@@ -12,8 +12,8 @@ from .symbolic import ScheduleError, verify
 __version__ = "0.1.0"
 
 __all__ = [
-    "OPS", "algorithms", "allgather", "allreduce", "alltoall", "broadcast", "calibrate",
-    "Calibration",
+    "BUCKET_BYTES", "OPS", "algorithms", "allgather", "allreduce", "alltoall", "broadcast",
+    "calibrate", "Calibration",
     "calibration", "choose", "Cost", "cost", "draw", "explain", "gather", "reduce",
     "reduce_scatter", "ring_allgather", "ring_allreduce", "ring_reduce_scatter", "Round",
     "scatter", "Schedule", "schedule", "ScheduleError", "set_calibration", "Transfer",
