@@ -30,7 +30,7 @@ def axis_size(fn: str, axis) -> int:
                         "tuple of names, e.g. 'dp' or ('node', 'gpu')")
     try:
         return int(lax.axis_size(axis))
-    except NameError:
+    except (NameError, ValueError):  # ValueError: a name JAX reads as a position, e.g. 0
         bound = _bound_axis_names()
         where = (f"the bound axis names here are {bound}" if bound else
                  "no axis is bound here: call it inside jax.shard_map(..., mesh=...) or "
@@ -39,10 +39,18 @@ def axis_size(fn: str, axis) -> int:
                          ) from None
 
 
+def _describe(value) -> str:
+    """``repr(value)``, or for a traced value its type (a tracer's repr differs by jax version)."""
+    if isinstance(value, jax.core.Tracer):
+        return f"<traced {value.dtype}{list(value.shape)}>"
+    return repr(value)
+
+
 def check_root(fn: str, root, n: int) -> int:
     if not isinstance(root, (int, np.integer)) or isinstance(root, bool):
-        raise TypeError(f"jaxcoll.{fn}: root={root!r} must be a Python int (the root is fixed "
-                        f"when the program is traced), got {type(root).__name__}")
+        got = "" if isinstance(root, jax.core.Tracer) else f", got {type(root).__name__}"
+        raise TypeError(f"jaxcoll.{fn}: root={_describe(root)} must be a Python int in "
+                        f"0..{n - 1} (the root is fixed when the program is traced){got}")
     if not 0 <= root < n:
         raise ValueError(f"jaxcoll.{fn}: root={root} is out of range for an axis of {n} ranks; "
                          f"allowed: 0..{n - 1}")
@@ -54,41 +62,58 @@ def array_leaves(fn: str, x) -> tuple[list, object]:
     leaves, treedef = jax.tree_util.tree_flatten(x)
     arrays = []
     for leaf in leaves:
-        if isinstance(leaf, (bool, int, float, complex, np.generic)):
+        if isinstance(leaf, (bool, int, float, complex)) or (
+                isinstance(leaf, np.generic) and _numeric(leaf.dtype)):
             leaf = jnp.asarray(leaf)
-        if not (hasattr(leaf, "shape") and hasattr(leaf, "dtype")):
+        if not isinstance(leaf, (jax.Array, np.ndarray, np.generic)):
             raise TypeError(f"jaxcoll.{fn}: x has a leaf of type {type(leaf).__name__} "
                             f"({leaf!r:.60}); every leaf must be an array or a number")
+        if not _numeric(leaf.dtype):
+            raise TypeError(f"jaxcoll.{fn}: x has a leaf of dtype {leaf.dtype}; every leaf "
+                            "must have a bool, integer, floating or complex dtype")
         arrays.append(leaf)
     return arrays, treedef
+
+
+def _numeric(dtype) -> bool:
+    return dtype == np.bool_ or jnp.issubdtype(dtype, jnp.number)
 
 
 def check_op_dtype(fn: str, op: str, dtype) -> None:
     dtype = np.dtype(dtype)
     if dtype == np.bool_:
-        raise TypeError(f"jaxcoll.{fn}: op={op!r} does not take bool arrays; "
-                        "cast to an integer dtype first")
+        raise TypeError(f"jaxcoll.{fn}: op={op!r} does not take a leaf of dtype bool; "
+                        "cast it to an integer dtype first")
     if op == "mean" and not jnp.issubdtype(dtype, jnp.inexact):
         raise TypeError(f"jaxcoll.{fn}: op='mean' needs a floating dtype, got {dtype}; "
                         "lax.pmean would silently return float32 here. Use op='sum' and "
                         "divide, or cast to a float dtype first")
     if op in ("max", "min") and jnp.issubdtype(dtype, jnp.complexfloating):
-        raise TypeError(f"jaxcoll.{fn}: op={op!r} is not defined for complex dtype {dtype}")
+        raise TypeError(f"jaxcoll.{fn}: op={op!r} is not defined for a leaf of complex dtype "
+                        f"{dtype}; complex leaves allow op='sum' or op='mean'")
 
 
 def normalize_dim(fn: str, dim, shape, *, new_axis: bool, arg: str = "dim") -> int:
     """``dim`` as a non-negative index into ``shape`` (one longer when it adds an axis)."""
     rank = len(shape) + 1 if new_axis else len(shape)
     if not isinstance(dim, (int, np.integer)) or isinstance(dim, bool):
-        raise TypeError(f"jaxcoll.{fn}: {arg}={dim!r} must be an int")
+        raise TypeError(f"jaxcoll.{fn}: {arg}={_describe(dim)} must be an int; allowed for a "
+                        f"leaf of shape {tuple(shape)}: {-rank}..{rank - 1}")
     if not -rank <= dim < rank:
         raise ValueError(f"jaxcoll.{fn}: {arg}={dim} is out of range for a leaf of shape "
                          f"{tuple(shape)}; allowed: {-rank}..{rank - 1}")
     return int(dim) % rank
 
 
+def check_flag(fn: str, arg: str, value) -> None:
+    """A bool argument such as ``tiled`` (a string like "no" would otherwise count as True)."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"jaxcoll.{fn}: {arg}={_describe(value)} must be a bool (True or False)")
+
+
 def scatter_dim(fn: str, shape, dim, tiled: bool, n: int, arg: str = "dim") -> int:
     """The dimension a leaf is split into n blocks along (reduce_scatter, scatter, alltoall)."""
+    check_flag(fn, "tiled", tiled)
     if len(shape) == 0:
         raise ValueError(f"jaxcoll.{fn}: a 0-d leaf cannot be split; every leaf needs a "
                          f"dimension {arg}={dim} of size {'a multiple of ' if tiled else ''}{n}")
@@ -105,6 +130,7 @@ def scatter_dim(fn: str, shape, dim, tiled: bool, n: int, arg: str = "dim") -> i
 
 def gather_dim(fn: str, shape, dim, tiled: bool) -> int:
     """The dimension n blocks are stacked (or, tiled, concatenated) along (allgather, gather)."""
+    check_flag(fn, "tiled", tiled)
     if tiled and len(shape) == 0:
         raise ValueError(f"jaxcoll.{fn}: tiled=True cannot concatenate 0-d leaves; "
                          "use tiled=False to stack them")

@@ -228,6 +228,18 @@ def _distinct_per_rank(tables: list[np.ndarray], past_end: int) -> bool:
     return True
 
 
+def _lower_sender_first(matching: Matching, n_ranks: int) -> np.ndarray | None:
+    """(1, n_ranks): True where a rank's sender has the lower rank, for a reducing matching in
+    which some pair of ranks send to each other; None otherwise (the order doesn't matter)."""
+    pairs = set(matching.perm)
+    if not matching.reduce or not any((dst, src) in pairs for src, dst in pairs):
+        return None
+    sender_first = np.zeros((1, n_ranks), dtype=bool)
+    for src, dst in matching.perm:
+        sender_first[0, dst] = src < dst
+    return sender_first
+
+
 def _run_segment(segment: Segment, buf, axis, combine: Combine, n_ranks: int):
     me = lax.axis_index(axis)
     n_chunks = buf.shape[0]
@@ -239,6 +251,9 @@ def _run_segment(segment: Segment, buf, axis, combine: Combine, n_ranks: int):
         receivers[0, [dst for _, dst in matching.perm]] = True
         receiver_masks.append(None if receivers.all() else receivers)
     send_contiguous = [_contiguous(table) for table in segment.send_ids]
+    # Partners that reduce into each other (recursive doubling) must compute the same bits,
+    # NaNs included: both keep the lower rank's NaN.
+    lower_first = [_lower_sender_first(m, n_ranks) for m in segment.matchings]
     # Dynamic-update-slices make XLA copy the whole buffer where a round writes it several
     # times (one per matching), and outside loops, where XLA fuses a round's write into the
     # next round's reads. There, if no rank writes a chunk twice in a round, one scatter does
@@ -251,6 +266,17 @@ def _run_segment(segment: Segment, buf, axis, combine: Combine, n_ranks: int):
                  and _distinct_per_rank(dropping_ids, n_chunks))
     recv_contiguous = [_contiguous(table) for table in segment.recv_ids]
 
+    def reduce(old, got, sender_first):
+        out = combine(old, got)
+        if sender_first is None or not jnp.issubdtype(out.dtype, jnp.inexact):
+            return out
+        # Which NaN combine returns depends on operand order, which the compiler may change:
+        # pick it explicitly, the lower rank's first.
+        lower = jnp.where(_row(sender_first, 0, me), got, old)
+        higher = jnp.where(_row(sender_first, 0, me), old, got)
+        nan = jnp.where(jnp.isnan(lower), lower, jnp.where(jnp.isnan(higher), higher, out))
+        return jnp.where(jnp.isnan(out), nan, out)
+
     def one_round(step, buf):
         # Every matching of the round reads the buffer as it was before the round.
         outgoing = [_take(buf, _row(table, step, me), contiguous)
@@ -259,8 +285,8 @@ def _run_segment(segment: Segment, buf, axis, combine: Combine, n_ranks: int):
                                outgoing, perms)  # each (n_moved, chunk_len)
         if one_write:  # one scatter for the whole round
             ids = [_row(table, step, me) for table in dropping_ids]
-            got = [combine(_take(buf, i, False), r) if m.reduce else r
-                   for i, r, m in zip(ids, received, segment.matchings)]
+            got = [reduce(_take(buf, i, False), r, lower_first[j]) if m.reduce else r
+                   for j, (i, r, m) in enumerate(zip(ids, received, segment.matchings))]
             return buf.at[jnp.concatenate(ids)].set(jnp.concatenate(got), mode="drop")
         for j, matching in enumerate(segment.matchings):
             got = received[j]
@@ -268,7 +294,7 @@ def _run_segment(segment: Segment, buf, axis, combine: Combine, n_ranks: int):
             if matching.reduce or receiver_masks[j] is not None:
                 old = _take(buf, ids, recv_contiguous[j])
                 if matching.reduce:
-                    got = combine(old, got)
+                    got = reduce(old, got, lower_first[j])
                 if receiver_masks[j] is not None:  # ranks outside the matching keep theirs
                     got = jnp.where(_row(receiver_masks[j], 0, me), got, old)
             buf = _put(buf, ids, got, recv_contiguous[j])
@@ -296,12 +322,44 @@ def execute(schedule: Schedule, blocks, axis, combine: Combine):
     chunk_len = -(-block_len // chunks_per_block)
     if chunk_len == 0 or not schedule.rounds:
         return blocks
-    padded_len = chunks_per_block * chunk_len
     if in_shard_map(axis):  # vmap has no varying/invariant types
         blocks = _as_varying(blocks, axis)
-    buf = jnp.pad(blocks, ((0, 0), (0, padded_len - block_len)))  # (n_blocks, padded_len)
-    buf = buf.reshape(schedule.n_chunks, chunk_len)  # (n_chunks, chunk_len)
-    for segment in lower(schedule):
-        buf = _run_segment(segment, buf, axis, combine, schedule.n_ranks)
-    buf = buf.reshape(n_blocks, padded_len)  # (n_blocks, padded_len)
-    return buf[:, :block_len]
+
+    def run(blocks):  # (n_blocks, block_len) -> the same, the schedule run on it
+        padded_len = chunks_per_block * chunk_len
+        buf = jnp.pad(blocks, ((0, 0), (0, padded_len - block_len)))  # (n_blocks, padded_len)
+        buf = buf.reshape(schedule.n_chunks, chunk_len)  # (n_chunks, chunk_len)
+        for segment in lower(schedule):
+            buf = _run_segment(segment, buf, axis, combine, schedule.n_ranks)
+        return buf.reshape(n_blocks, padded_len)[:, :block_len]  # (n_blocks, block_len)
+
+    bits = _bits_type(blocks.dtype) if _copies_only(schedule) else None
+    return run(blocks) if bits is None else _moved_as_bits(run, bits, blocks)
+
+
+def _moved_as_bits(run: Callable, bits, blocks):
+    """``run(blocks)`` for a schedule that only moves data, run on the floats' bits (XLA's CPU
+    code may flush subnormals when it moves floats); derivatives go through ``run`` itself."""
+    @jax.custom_jvp
+    def moved(blocks):
+        return lax.bitcast_convert_type(run(lax.bitcast_convert_type(blocks, bits)),
+                                        blocks.dtype)
+
+    @moved.defjvp
+    def moved_jvp(primals, tangents):  # the float path's own derivative (its primal is unused)
+        return moved(*primals), jax.jvp(run, primals, tangents)[1]
+
+    return moved(blocks)
+
+
+@lru_cache(maxsize=256)
+def _copies_only(schedule: Schedule) -> bool:
+    """True if no transfer of the schedule reduces: it only moves data."""
+    return not any(t.reduce for round_ in schedule.rounds for t in round_)
+
+
+def _bits_type(dtype):
+    """The unsigned integer type of a floating dtype's width (None for other dtypes)."""
+    if not jnp.issubdtype(dtype, jnp.floating):
+        return None
+    return {1: jnp.uint8, 2: jnp.uint16, 4: jnp.uint32, 8: jnp.uint64}[jnp.dtype(dtype).itemsize]

@@ -1,14 +1,29 @@
-"""Misuse gets a ValueError/TypeError from jaxcoll, naming the argument, before XLA sees it."""
+"""Misuse gets a ValueError/TypeError from jaxcoll, naming the argument, before XLA sees it.
+
+The misuse table of docs/sharp_bits.md is the list: every row is run here and must raise
+exactly its error with exactly its message.
+"""
+
+import inspect
+import re
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
+from jax import lax
 from jax.sharding import PartitionSpec as P
 
 import jaxcoll
 from helpers import AXIS, mesh
 
 N = 4
+SHARP_BITS = Path(__file__).parent.parent / "docs" / "sharp_bits.md"
+ROW = re.compile(r"^\| (\d+) \| (.+?) \| (in shard_map|anywhere) \| `(.+?)` \| (\w+) \| `(.+)` \|$")
+PUBLIC = ("allreduce", "reduce_scatter", "allgather", "alltoall", "broadcast", "reduce",
+          "gather", "scatter", "schedule", "algorithms")
+NOT_IN_THE_TABLE: set[str] = set()  # arguments no row needs to misuse
 
 
 def trace(fn, x):
@@ -18,63 +33,63 @@ def trace(fn, x):
     return jax.eval_shape(per_rank, jax.ShapeDtypeStruct((N, *x.shape), x.dtype))
 
 
-f32 = jnp.zeros((3,), jnp.float32)  # per rank
-i32 = jnp.zeros((3,), jnp.int32)
-
-MISUSES = [
-    (lambda b: jaxcoll.allreduce(b, AXIS, algorithm="rign"), f32, ValueError,
-     r"algorithm=.rign. is not one of auto, xla, bidirectional_ring, double_tree, "
-     r"halving_doubling, hierarchical, naive, recursive_doubling, ring, tree"),
-    (lambda b: jaxcoll.allreduce(b, AXIS, op="prod"), f32, ValueError,
-     r"op='prod' is not one of sum, mean, max, min"),
-    (lambda b: jaxcoll.allreduce(b, "dp"), f32, ValueError,
-     r"axis='dp' is not a bound axis name; the bound axis names here are \('i',\)"),
-    (lambda b: jaxcoll.allreduce(b, ["i"]), f32, TypeError, r"axis=\['i'\] must be a mesh axis"),
-    (lambda b: jaxcoll.allreduce(b, AXIS, op="mean"), i32, TypeError,
-     r"op='mean' needs a floating dtype, got int32"),
-    (lambda b: jaxcoll.allreduce(b > 0, AXIS), f32, TypeError, r"does not take bool"),
-    (lambda b: jaxcoll.allreduce(b.astype(jnp.complex64), AXIS, op="max"), f32, TypeError,
-     r"op='max' is not defined for complex"),
-    (lambda b: jaxcoll.allreduce({"a": b, "name": "x"}, AXIS), f32, TypeError,
-     r"x has a leaf of type str"),
-    (lambda b: jaxcoll.reduce_scatter(b, AXIS), f32, ValueError,
-     r"tiled=False needs dimension dim=0 of a leaf of shape \(3,\) to equal the axis size 4"),
-    (lambda b: jaxcoll.reduce_scatter(b, AXIS, tiled=True), f32, ValueError,
-     r"tiled=True needs dimension dim=0 .* to be a multiple of the axis size 4"),
-    (lambda b: jaxcoll.reduce_scatter(b[0], AXIS), f32, ValueError,
-     r"a 0-d leaf cannot be split"),
-    (lambda b: jaxcoll.reduce_scatter(b, AXIS, dim=1), f32, ValueError,
-     r"dim=1 is out of range for a leaf of shape \(3,\); allowed: -1..0"),
-    (lambda b: jaxcoll.allgather(b, AXIS, dim=2), f32, ValueError,
-     r"dim=2 is out of range .* allowed: -2..1"),
-    (lambda b: jaxcoll.allgather(b, AXIS, dim=1.0), f32, TypeError, r"dim=1.0 must be an int"),
-    (lambda b: jaxcoll.allgather(b[0], AXIS, tiled=True), f32, ValueError,
-     r"tiled=True cannot concatenate 0-d leaves"),
-    (lambda b: jaxcoll.allreduce(b, AXIS, algorithm="hierarchical"), f32, ValueError,
-     r"algorithm='hierarchical' needs axis to be a tuple of two mesh axis names \(outer, "
-     r"inner\), e.g. \('node', 'gpu'\); got axis='i'"),
-    (lambda b: jaxcoll.alltoall(b, AXIS, split_dim=0, concat_dim=0), f32, ValueError,
-     r"tiled=False needs dimension split_dim=0 of a leaf of shape \(3,\) to equal the axis "
-     r"size 4"),
-    (lambda b: jaxcoll.alltoall(b, AXIS, split_dim=1, concat_dim=0, tiled=True), f32,
-     ValueError, r"split_dim=1 is out of range for a leaf of shape \(3,\); allowed: -1..0"),
-    (lambda b: jaxcoll.alltoall(jnp.zeros((4, 2)), AXIS, split_dim=0, concat_dim=2), f32,
-     ValueError, r"concat_dim=2 is out of range for a leaf of shape \(4, 2\); allowed: -2..1"),
-    (lambda b: jaxcoll.alltoall(b, AXIS, split_dim=0, concat_dim=0, algorithm="ring"), f32,
-     ValueError, r"algorithm='ring' is not one of auto, xla, bruck, naive"),
-]
+def misuse_rows() -> list[tuple]:
+    """(number, misuse, where, call, error name, message) of each row of the table."""
+    return [match.groups() for line in SHARP_BITS.read_text().splitlines()
+            if (match := ROW.match(line))]
 
 
-@pytest.mark.parametrize("fn, x, error, message", MISUSES)
-def test_misuse_is_named(fn, x, error, message):
-    with pytest.raises(error, match=message) as info:
-        trace(fn, x)
-    assert str(info.value).startswith("jaxcoll.")
+def raised(where: str, call: str) -> BaseException:
+    """The exception ``call`` raises, run inside shard_map (x: the rank's float32[3]) or as is."""
+    names = {"jaxcoll": jaxcoll, "jax": jax, "jnp": jnp, "np": np, "lax": lax}
+    with pytest.raises(Exception) as info:
+        if where == "anywhere":
+            eval(call, names)
+        else:
+            trace(lambda b: eval(call, {**names, "x": b}), jnp.zeros((3,), jnp.float32))
+    return info.value
 
 
-def test_outside_shard_map_says_where_to_call():
-    with pytest.raises(ValueError, match=r"no axis is bound here: call it inside jax.shard_map"):
-        jaxcoll.allreduce(jnp.ones(3), "dp")
+def message(error: BaseException) -> str:
+    """The message without the note JAX appends when it filters its traceback."""
+    return str(error).split("\n--------------------\n")[0]
+
+
+@pytest.mark.parametrize("number, misuse, where, call, error, text", misuse_rows(),
+                         ids=[f"{row[0]}-{row[1]}" for row in misuse_rows()])
+def test_misuse_raises_as_documented(number, misuse, where, call, error, text):
+    got = raised(where, call)
+    assert type(got).__name__ == error and message(got) == text, (
+        f"row {number} ({misuse}) of docs/sharp_bits.md: {type(got).__name__}: {message(got)}")
+
+
+def test_the_table_covers_the_api():
+    """At least 20 numbered rows; every public function and every argument of theirs
+    (but NOT_IN_THE_TABLE) is misused in some row; every message starts with jaxcoll.<fn>."""
+    rows = misuse_rows()
+    assert len(rows) >= 20
+    assert [int(r[0]) for r in rows] == list(range(1, len(rows) + 1))
+    messages = [r[5] for r in rows]
+    assert all(re.match(r"jaxcoll\.\w+: ", m) for m in messages)
+    for fn in PUBLIC:
+        assert any(m.startswith(f"jaxcoll.{fn}: ") for m in messages), fn
+    arguments = {name for fn in PUBLIC for name in inspect.signature(getattr(jaxcoll, fn))
+                 .parameters} - NOT_IN_THE_TABLE
+    missing = {a for a in arguments if not any(re.search(rf"\b{a}(=| has )", m)
+                                               for m in messages)}
+    assert not missing, f"no row of docs/sharp_bits.md misuses {sorted(missing)}"
+
+
+@pytest.mark.parametrize("call", [
+    lambda b: jaxcoll.allreduce(b, AXIS, op=None),
+    lambda b: jaxcoll.reduce(b, AXIS, op=None, algorithm="xla"),
+    lambda b: jaxcoll.broadcast(b, AXIS, root=None),
+    lambda b: jaxcoll.reduce(b, AXIS, root=None, algorithm="xla"),
+], ids=["allreduce-op", "reduce-op-xla", "broadcast-root", "reduce-root-xla"])
+def test_none_for_op_or_root_is_named(call):
+    """None is a value like any other: named, not taken for 'this primitive has no op'."""
+    with pytest.raises((TypeError, ValueError), match=r"^jaxcoll\.\w+: (op|root)=None"):
+        trace(call, jnp.zeros((3,), jnp.float32))
 
 
 def test_algorithms_lists_names():
@@ -82,20 +97,6 @@ def test_algorithms_lists_names():
         "auto", "xla", "bidirectional_ring", "double_tree", "halving_doubling", "hierarchical",
         "naive", "recursive_doubling", "ring", "tree")
     assert jaxcoll.algorithms("alltoall") == ("auto", "xla", "bruck", "naive")
-    with pytest.raises(ValueError, match=r"primitive=.bcast. is not one of"):
-        jaxcoll.algorithms("bcast")
-
-
-@pytest.mark.parametrize("args, kwargs, message", [
-    (("bcast", "ring", 4), {}, r"primitive='bcast' is not one of allreduce"),
-    (("broadcast", "ring", 4), {}, r"algorithm='ring' is not one of binomial, naive"),
-    (("allreduce", "ring", 0), {}, r"n=0 must be an int >= 1"),
-    (("broadcast", "tree", 4), {"root": 4}, r"root=4 is out of range .* allowed: 0..3"),
-    (("allreduce", "tree", 4), {"pieces": 0}, r"pieces=0 must be an int >= 1"),
-])
-def test_schedule_misuse_is_named(args, kwargs, message):
-    with pytest.raises(ValueError, match=message):
-        jaxcoll.schedule(*args, **kwargs)
 
 
 def test_verify_needs_a_primitive():
