@@ -69,3 +69,16 @@ def count_permutes(hlo: str) -> int:
 def other_collectives(hlo: str) -> list[str]:
     """The collective ops other than collective-permute in compiled HLO text."""
     return [op for op in HLO_COLLECTIVES if re.search(rf"\b{op}(-start)?\(", hlo)]
+
+
+def grad_of(fn, grid: Mesh, axes):
+    """jit(grad) of a scalar loss of ``fn`` run per rank over ``axes`` of ``grid`` (fn sees each
+    rank's row of the (ranks, ...) input)."""
+    collective = jax.shard_map(lambda x: fn(x[0])[None], mesh=grid, in_specs=P(axes),
+                               out_specs=P(axes))
+
+    def loss(x):
+        out = collective(x)
+        return jnp.sum(jnp.sin(out) * jnp.cos(jnp.arange(out.size).reshape(out.shape)))
+
+    return jax.jit(jax.grad(loss))

@@ -13,16 +13,14 @@ import sys
 from dataclasses import dataclass
 from functools import lru_cache, partial
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 from jax import lax
-from jax.sharding import PartitionSpec as P
 
 import jaxcoll
-from helpers import (AXIS, COUNTS, DTYPES, assert_same, count_permutes, exact_inputs, mesh,
-                     other_collectives, ours_vs_xla, per_rank)
+from helpers import (AXIS, COUNTS, DTYPES, assert_same, count_permutes, exact_inputs, grad_of,
+                     mesh, other_collectives, ours_vs_xla, per_rank)
 from jaxcoll.families import SCHEDULES, build_schedule, pipeline_pieces
 from jaxcoll.families.tree import heap_children
 from jaxcoll import collectives
@@ -201,17 +199,6 @@ def test_hlo_holds_only_collective_permutes(primitive, algorithm):
     assert other_collectives(hlo) == [], f"{primitive} {algorithm}"
 
 
-def _grad(fn, n):
-    collective = jax.shard_map(lambda x: fn(x[0])[None], mesh=mesh(n), in_specs=P(AXIS),
-                               out_specs=P(AXIS))
-
-    def loss(x):
-        out = collective(x)
-        return jnp.sum(jnp.sin(out) * jnp.cos(jnp.arange(out.size).reshape(out.shape)))
-
-    return jax.jit(jax.grad(loss))
-
-
 @pytest.mark.parametrize("primitive, algorithm", [
     ("broadcast", "tree"), ("broadcast", "binomial"), ("broadcast", "scatter_allgather"),
     ("reduce", "tree"), ("reduce", "reduce_scatter_gather"), ("allreduce", "tree"),
@@ -219,8 +206,10 @@ def _grad(fn, n):
 def test_grad_matches_reference(primitive, algorithm):
     n = 5
     kwargs = {} if primitive == "allreduce" else {"root": 2}
-    ours = _grad(lambda b: getattr(jaxcoll, primitive)(b, AXIS, algorithm=algorithm, **kwargs), n)
-    ref = _grad(lambda b: getattr(jaxcoll, primitive)(b, AXIS, algorithm="xla", **kwargs), n)
+    ours = grad_of(lambda b: getattr(jaxcoll, primitive)(b, AXIS, algorithm=algorithm, **kwargs),
+                   mesh(n), AXIS)
+    ref = grad_of(lambda b: getattr(jaxcoll, primitive)(b, AXIS, algorithm="xla", **kwargs),
+                  mesh(n), AXIS)
     x = jnp.asarray(np.random.default_rng(0).normal(size=(n, 11)), jnp.float32)
     np.testing.assert_allclose(ours(x), ref(x), rtol=1e-5, atol=1e-6)
 

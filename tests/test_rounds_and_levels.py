@@ -11,8 +11,8 @@ from jax import lax
 from jax.sharding import PartitionSpec as P
 
 import jaxcoll
-from helpers import (AXIS, assert_same, count_permutes, exact_inputs, mesh, other_collectives,
-                     ours_and_reference, per_rank)
+from helpers import (AXIS, assert_same, count_permutes, exact_inputs, grad_of, mesh,
+                     other_collectives, ours_and_reference, per_rank)
 from jaxcoll.execute import lower
 
 LOG_STEP = [("allreduce", "recursive_doubling"), ("allgather", "recursive_doubling"),
@@ -149,24 +149,13 @@ def test_schedule_needs_the_two_level_shape():
 
 # ----------------------------------------------------------------------------- gradients
 
-def _grad(fn, grid, axes):
-    collective = jax.shard_map(lambda x: fn(x[0])[None], mesh=grid, in_specs=P(axes),
-                               out_specs=P(axes))
-
-    def loss(x):
-        out = collective(x)
-        return jnp.sum(jnp.sin(out) * jnp.cos(jnp.arange(out.size).reshape(out.shape)))
-
-    return jax.jit(jax.grad(loss))
-
-
 @pytest.mark.parametrize("algorithm", ["recursive_doubling", "halving_doubling",
                                        "bidirectional_ring", "hierarchical"])
 def test_grad_matches_psum(algorithm):
     n = 6
     grid, axes = (mesh(n, (2, 3), LEVELS), LEVELS) if algorithm == "hierarchical" else (
         mesh(n), AXIS)
-    ours = _grad(lambda b: jaxcoll.allreduce(b, axes, algorithm=algorithm), grid, axes)
-    ref = _grad(lambda b: lax.psum(b, axes), grid, axes)
+    ours = grad_of(lambda b: jaxcoll.allreduce(b, axes, algorithm=algorithm), grid, axes)
+    ref = grad_of(lambda b: lax.psum(b, axes), grid, axes)
     x = jnp.asarray(np.random.default_rng(0).normal(size=(n, 11)), jnp.float32)
     np.testing.assert_allclose(ours(x), ref(x), rtol=1e-5, atol=1e-6)
