@@ -20,8 +20,8 @@ from .execute import after, serialize_collectives
 AXIS = "ranks"
 LEVELS = ("outer", "inner")  # the tuple axis two-level algorithms run on
 ROOTED = ("broadcast", "reduce", "gather", "scatter")
-SCATTERING = ("reduce_scatter", "scatter", "alltoall")  # x is cut into n blocks: counts
-# rounded up to a multiple of n
+# x is cut into n blocks: element counts are rounded up to a multiple of n
+SCATTERING = ("reduce_scatter", "scatter", "alltoall")
 
 
 @dataclass(frozen=True)
@@ -95,7 +95,8 @@ def _program(primitive: str, algorithm: str, n: int):
 def _inputs(primitive: str, n: int, counts: list[int], rng) -> list:
     """(n ranks, count) small integers as float32, so sums are exact in any order.
 
-    reduce_scatter and scatter need a multiple of n per rank: their counts are rounded up.
+    reduce_scatter, scatter and alltoall need a multiple of n per rank: their counts are
+    rounded up.
     """
     if primitive in SCATTERING:
         counts = [-(-count // n) * n for count in counts]

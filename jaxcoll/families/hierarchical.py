@@ -67,10 +67,10 @@ def allgather(shape: tuple[int, int]) -> Schedule:
     """Ring allgather across nodes, then inside them."""
     in_node, across = _levels(shape)
     outer, inner = shape
-    return _build("allgather", shape, across(ring.allgather(outer)) + in_node(ring.allgather(inner)))
+    rounds = across(ring.allgather(outer)) + in_node(ring.allgather(inner))
+    return _build("allgather", shape, rounds)
 
 
 def allreduce(shape: tuple[int, int]) -> Schedule:
     """Hierarchical reduce_scatter + hierarchical allgather: 2(inner-1) + 2(outer-1) rounds."""
-    rounds = reduce_scatter(shape).rounds + allgather(shape).rounds
-    return _build("allreduce", shape, rounds)
+    return reduce_scatter(shape) + allgather(shape)
