@@ -40,10 +40,11 @@ def main(argv=None) -> int:
                     "pictures of schedules.)")
     parser.add_argument("--devices", type=int, default=8,
                         help="number of fake CPU devices to start (default 8); on GPU/TPU the "
-                             "local devices are used, at most this many")
-    parser.add_argument("--ranks", default="8,5",
+                             "local devices are used, at most this many; under python -m "
+                             "jaxcoll.launch its --devices-per-proc decides, per process")
+    parser.add_argument("--ranks", default=None,
                         help="comma-separated rank counts to check, each at most --devices "
-                             "(default 8,5)")
+                             "(default 8,5; across processes: all the devices)")
     parser.add_argument("--counts", default="1,7,1000,262144",
                         help="comma-separated float32 element counts per rank "
                              "(default 1,7,1000,262144)")
@@ -51,21 +52,33 @@ def main(argv=None) -> int:
     if args.devices < 1:
         parser.error(f"--devices must be >= 1, got {args.devices}")
     counts = _int_list(parser, "--counts", args.counts, minimum=0)
-    ranks = _int_list(parser, "--ranks", args.ranks, minimum=1)
+    ranks = _int_list(parser, "--ranks", args.ranks or "8,5", minimum=1)
 
     import jax  # after parsing, so --help is instant
 
-    jax.config.update("jax_num_cpu_devices", args.devices)
+    from . import distributed
+
+    processes = distributed.initialize()  # several under a launcher or a cluster; else 1
+    if processes == 1:
+        jax.config.update("jax_num_cpu_devices", args.devices)
     from .check import format_table, run_checks
 
-    available = min(args.devices, len(jax.devices()))
+    available = len(jax.devices()) if processes > 1 else min(args.devices, len(jax.devices()))
+    if processes > 1:  # a sub-mesh would leave some processes nothing to check
+        if args.ranks is not None and set(ranks) != {available}:
+            parser.error(f"--ranks {args.ranks}: across {processes} processes the checks run "
+                         f"on all {available} devices (--ranks {available})")
+        ranks = [available]
     if max(ranks) > available:
         parser.error(f"--ranks {args.ranks}: only {available} devices are available")
     rows = [row for n in ranks for row in run_checks(n, counts)]
-    print(format_table(rows))
+    if jax.process_index() == 0:
+        print(format_table(rows))
     bad = [r for r in rows if not r.ok]
-    print(f"\njax {jax.__version__}, backend {jax.default_backend()}, {available} devices: "
-          f"{len(rows) - len(bad)} of {len(rows)} checks match the xla reference exactly")
+    where = (f"process {jax.process_index()} of {processes}, " if processes > 1 else "")
+    print(f"\njax {jax.__version__}, backend {jax.default_backend()}, {where}{available} "
+          f"devices: {len(rows) - len(bad)} of {len(rows)} checks match the xla reference "
+          f"exactly")
     return 1 if bad else 0
 
 

@@ -197,8 +197,9 @@ def place(values: np.ndarray, where):
     import jax
     from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-    if isinstance(where, Mesh):
-        return jax.device_put(values, NamedSharding(where, P(AXIS)))
+    if isinstance(where, Mesh):  # (from every process's identical copy, when several)
+        sharding = NamedSharding(where, P(AXIS))
+        return jax.make_array_from_callback(values.shape, sharding, lambda index: values[index])
     return jax.device_put(values, where)
 
 
@@ -280,13 +281,17 @@ def verifiable_input(ranks: Ranks, size: int, dtype="float32"):
 
 def count_wrong(programs: dict, x) -> dict[str, int]:
     """Elements of each program's result differing from ``programs["xla"]``'s (zero tolerance)."""
-    reference = np.asarray(programs["xla"](x))
+    from .distributed import gather, local_blocks
+
+    reference = local_blocks(programs["xla"](x))
     wrong = {}
     for name, prog in programs.items():
-        result = np.asarray(prog(x))
-        same_shape = result.shape == reference.shape
-        wrong[name] = int(np.sum(result != reference)) if same_shape else reference.size
-    return wrong
+        wrong[name] = sum(int(np.sum(mine != theirs)) if mine.shape == theirs.shape
+                          else theirs.size
+                          for mine, theirs in zip(local_blocks(prog(x)), reference))
+    # Across processes: each compares the blocks it holds; the counts add up.
+    totals = gather([wrong[name] for name in programs]).sum(axis=0)
+    return {name: int(total) for name, total in zip(programs, totals)}
 
 
 def time_alternating(programs: dict, x, iters: int, warmup: int = 1,
@@ -374,6 +379,7 @@ def run_point(op: str, size: int, algorithms: list[str], ranks: Ranks, dtype: st
     import jax.numpy as jnp
 
     from .check import ROOTED
+    from .distributed import gather
 
     count, elements, nbytes = layout(op, size, jnp.dtype(dtype).itemsize, ranks.n)
     x = ranks.place(verifiable_values(ranks.n, elements, dtype))  # (n, elements)
@@ -381,6 +387,9 @@ def run_point(op: str, size: int, algorithms: list[str], ranks: Ranks, dtype: st
     wrong = count_wrong(programs, x)
     tick()
     times = time_alternating(programs, x, iters, warmup, tick)
+    # Across processes a call is over when its slowest process is done.
+    slowest = gather([times[name] for name in programs]).max(axis=0)  # (algorithms, iters)
+    times = {name: list(row) for name, row in zip(programs, slowest.tolist())}
     xla = statistics.median(times["xla"])
     shown_root = root if op in ROOTED else -1
     return [Result(op, name, nbytes, count, dtype, shown_root, ranks.n, wrong[name],
@@ -395,7 +404,7 @@ def environment(ranks: Ranks, argv: list[str]) -> dict:
     return dict(jax=jax.__version__, jaxlib=jaxlib.__version__,
                 python=platform.python_version(), backend=jax.default_backend(),
                 device_kind=ranks.devices[0].device_kind, devices=len(ranks.devices),
-                ranks=ranks.n, emulated=ranks.emulated,
+                processes=jax.process_count(), ranks=ranks.n, emulated=ranks.emulated,
                 xla_flags=os.environ.get("XLA_FLAGS", ""),
                 date=datetime.now(timezone.utc).isoformat(timespec="seconds"),
                 command=shlex.join(["python", "-m", "jaxcoll.bench", *argv]))
@@ -421,6 +430,9 @@ def header(meta: dict, ops: list[str], dtype: str, iters: int, warmup: int) -> s
     where = (f"{meta['ranks']} ranks EMULATED on one {meta['backend']} device "
              f"({meta['device_kind']}): {EMULATION_NOTE}" if meta["emulated"] else
              f"{meta['ranks']} {meta['backend']} devices ({meta['device_kind']})")
+    if meta.get("processes", 1) > 1:
+        where += (f" in {meta['processes']} processes (jax.distributed; a call's time is "
+                  f"its slowest process's)")
     factors = ", ".join(f"{op} {CONVENTIONS[op].factor}" for op in ops)
     about = [f"jaxcoll.bench: {', '.join(ops)}; {dtype}; {where}",
              f"jax {meta['jax']}, jaxlib {meta['jaxlib']}, python {meta['python']}, "
@@ -689,9 +701,14 @@ def _dtype(parser, text: str, ops: list[str]) -> str:
 
 
 def _start_jax(devices: int) -> None:
-    """Ask for ``devices`` fake CPU devices; harmless elsewhere, too late once JAX has started."""
+    """Join the other processes, if launched with some (their launcher set the devices); else
+    ask for ``devices`` fake CPU devices: harmless elsewhere, too late once JAX has started."""
     import jax
 
+    from .distributed import initialize
+
+    if initialize() > 1:
+        return
     try:
         jax.config.update("jax_num_cpu_devices", devices)
     except RuntimeError:
@@ -704,7 +721,8 @@ def _ranks(parser, args) -> Ranks:
 
     if args.emulate:
         return Ranks(args.emulate, (jax.local_devices()[0],), emulated=True)
-    backend, available = jax.default_backend(), jax.local_devices()
+    backend = jax.default_backend()
+    available = jax.devices() if jax.process_count() > 1 else jax.local_devices()
     wanted = args.devices or (8 if backend == "cpu" else len(available))
     if min(wanted, len(available)) < 2:
         parser.error(f"collectives need at least two devices; {min(wanted, len(available))} "
@@ -734,17 +752,27 @@ def main(argv=None) -> int:
         parser.error(f"argument --root: {args.root} is out of range; allowed: "
                      f"0..{ranks.n - 1}")
     meta = environment(ranks, argv)
-    print(header(meta, ops, dtype, args.iters, args.warmup), flush=True)
-    results = _run(ops, sizes, algorithms, ranks, dtype, args)
+    # Across processes every one measures (and results are gathered); process 0 reports.
+    say = print if _leader() else (lambda *_, **__: None)
+    say(header(meta, ops, dtype, args.iters, args.warmup), flush=True)
+    results = _run(ops, sizes, algorithms, ranks, dtype, args, say)
     wrong = sum(r.wrong for r in results)
-    print(f"# #wrong in all: {wrong} {'OK' if wrong == 0 else 'FAILED'}", flush=True)
-    _write_outputs(args, meta, results)
+    say(f"# #wrong in all: {wrong} {'OK' if wrong == 0 else 'FAILED'}", flush=True)
+    if _leader():
+        _write_outputs(args, meta, results)
     return 1 if wrong else 0
 
 
-def _run(ops, sizes, algorithms, ranks: Ranks, dtype: str, args) -> list[Result]:
-    """Every (op, size), printing each size's lines as soon as they are measured."""
-    progress = Progress(len(ops) * len(sizes) * (args.iters + 1), enabled=not args.quiet)
+def _leader() -> bool:
+    import jax
+
+    return jax.process_index() == 0
+
+
+def _run(ops, sizes, algorithms, ranks: Ranks, dtype: str, args, say=print) -> list[Result]:
+    """Every (op, size), ``say``ing each size's lines as soon as they are measured."""
+    progress = Progress(len(ops) * len(sizes) * (args.iters + 1),
+                        enabled=not args.quiet and say is print)
     results = []
     for op in ops:
         for size in sizes:
@@ -752,7 +780,7 @@ def _run(ops, sizes, algorithms, ranks: Ranks, dtype: str, args) -> list[Result]
             point = run_point(op, size, algorithms[op], ranks, dtype, args.root, args.iters,
                               args.warmup, progress.tick)
             progress.clear()
-            print("\n".join(table_line(r) for r in point), flush=True)
+            say("\n".join(table_line(r) for r in point), flush=True)
             results += point
     progress.clear()
     return results
