@@ -509,17 +509,15 @@ class Progress:
 
 # ----------------------------------------------------------------------------- plot
 
-def _pyplot():
-    """matplotlib.pyplot with the Agg backend, or a clear error if matplotlib is missing."""
+def _new_figure(**kwargs):
+    """A matplotlib Figure of its own (no pyplot: the caller's backend, e.g. a notebook's
+    inline one, is left alone), or a clear error if matplotlib is missing."""
     try:
-        import matplotlib
+        from matplotlib.figure import Figure
     except ImportError:
         raise ImportError("jaxcoll.bench.plot needs matplotlib: pip install 'jaxcoll[viz]'"
                           ) from None
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+    return Figure(**kwargs)
 
 
 MARKERS = "o^vDPX<>*h"
@@ -527,7 +525,6 @@ MARKERS = "o^vDPX<>*h"
 
 def plot(path: str, meta: dict, results: list[Result]) -> None:
     """busbw against size (log-log) and time / xla, one column per collective."""
-    plt = _pyplot()
     from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter, NullLocator
 
     ops = list(dict.fromkeys(r.op for r in results))
@@ -535,8 +532,8 @@ def plot(path: str, meta: dict, results: list[Result]) -> None:
     styles = {a: dict(color=f"C{i % 10}", marker=MARKERS[i % len(MARKERS)], label=a)
               for i, a in enumerate(ours)}
     styles["xla"] = dict(color="black", marker="s", linestyle="--", label="xla (reference)")
-    fig, axes = plt.subplots(2, len(ops), figsize=(5.5 * len(ops) + 2, 8), squeeze=False,
-                             sharex="col")
+    fig = _new_figure(figsize=(5.5 * len(ops) + 2, 8))
+    axes = fig.subplots(2, len(ops), squeeze=False, sharex="col")
     for (top, bottom), op in zip(axes.T, ops):
         _plot_op(top, bottom, [r for r in results if r.op == op], styles)
         bottom.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
@@ -553,7 +550,6 @@ def plot(path: str, meta: dict, results: list[Result]) -> None:
     fig.suptitle(_plot_title(meta), fontsize=10)
     fig.tight_layout(rect=(0, 0, 1 - 1.9 / fig.get_figwidth(), 1))
     fig.savefig(path, dpi=110)
-    plt.close(fig)
 
 
 def _plot_op(top, bottom, results: list[Result], styles: dict) -> None:

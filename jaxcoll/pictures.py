@@ -60,10 +60,7 @@ def _panel(ax, schedule: Schedule, state, round_index: int | None, colours) -> N
 
 
 def _figure(schedule: Schedule, panels: list[int | None], history):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure  # not pyplot: a notebook's backend stays as it is
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
@@ -71,8 +68,8 @@ def _figure(schedule: Schedule, panels: list[int | None], history):
     columns = min(len(panels), 4)
     rows = math.ceil(len(panels) / columns)
     size = 0.45 * max(schedule.n_chunks, 3) + 1.2, 0.45 * schedule.n_ranks + 0.9
-    fig, axes = plt.subplots(rows, columns, figsize=(size[0] * columns, size[1] * rows + 1.0),
-                             squeeze=False)
+    fig = Figure(figsize=(size[0] * columns, size[1] * rows + 1.0))
+    axes = fig.subplots(rows, columns, squeeze=False)
     for ax, index in zip(axes.flat, panels):
         _panel(ax, schedule, history[0 if index is None else index + 1], index, colours)
     for ax in list(axes.flat)[len(panels):]:
@@ -86,21 +83,18 @@ def _figure(schedule: Schedule, panels: list[int | None], history):
                frameon=False)
     fig.suptitle(f"{schedule.name}: {schedule.n_ranks} ranks x {schedule.n_chunks} chunks, "
                  f"{schedule.n_rounds} rounds  (rows: ranks, columns: chunks)", fontsize=10)
-    fig.tight_layout(rect=(0, 0.06, 1, 0.95))
+    fig.tight_layout(rect=(0, 0.08, 1, 0.95))
     return fig
 
 
 def draw(schedule: Schedule, path, *, gif: bool = False) -> Path:
     """Write a PNG (or, ``gif=True``, an animated GIF: one frame a round) of ``schedule``."""
-    import matplotlib.pyplot as plt
-
     history = states(schedule)
     path = Path(path)
     panels = [None, *range(schedule.n_rounds)]
     if not gif:
         fig = _figure(schedule, panels, history)
         fig.savefig(path, dpi=110)
-        plt.close(fig)
         return path
 
     from PIL import Image
@@ -110,7 +104,6 @@ def draw(schedule: Schedule, path, *, gif: bool = False) -> Path:
         fig = _figure(schedule, [index], history)
         buffer = io.BytesIO()
         fig.savefig(buffer, format="png", dpi=110)
-        plt.close(fig)
         frames.append(Image.open(io.BytesIO(buffer.getvalue())).convert("RGB"))
     frames[0].save(path, save_all=True, append_images=frames[1:], duration=900, loop=0)
     return path

@@ -33,3 +33,22 @@ def test_command_line(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "jaxcoll", "draw", "reduce", "ring", "-o",
                           str(out)], capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "algorithm='ring' is not one of" in bad.stderr
+
+
+def test_drawing_leaves_matplotlibs_backend_alone(tmp_path, monkeypatch):
+    """In a notebook, switching the backend (matplotlib.use) would stop every later inline
+    figure from showing: draw and bench.plot build Figures without pyplot."""
+    import matplotlib
+
+    from jaxcoll.bench import Result, plot
+
+    def switched(*args, **kwargs):
+        raise AssertionError(f"matplotlib.use{args} called")
+
+    monkeypatch.setattr(matplotlib, "use", switched)
+    jaxcoll.draw(jaxcoll.schedule("allgather", "ring", 3), tmp_path / "ring.png")
+    rows = [Result("allreduce", name, 1024, 256, "float32", -1, 8, 0, (1e-3, 2e-3), 1e-3)
+            for name in ("xla", "ring")]
+    plot(str(tmp_path / "sweep.png"), {"jax": "x", "backend": "cpu", "ranks": 8,
+                                       "emulated": False, "device_kind": "cpu"}, rows)
+    assert (tmp_path / "sweep.png").stat().st_size > 0
