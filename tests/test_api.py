@@ -167,6 +167,27 @@ def test_replicated_out_specs_need_check_vma_false():
         step(True)(x)
 
 
+def test_grads_of_replicated_params_come_summed_under_check_vma():
+    """The training trap in README's check_vma section: with check_vma=True JAX itself sums the
+    gradient of a replicated (P()) parameter over the axis, so averaging it again gives the sum;
+    pcast to 'varying' first (or check_vma=False) gives each rank its own gradient."""
+    n = 4
+    w, batch = jnp.ones(3), exact_inputs(n, (3,), jnp.float32)  # batch: (n, 3)
+
+    def step(check_vma, cast):
+        def body(w, b):
+            w = jax.lax.pcast(w, AXIS, to="varying") if cast else w
+            grad = jax.grad(lambda w: jnp.sum(w * b[0]))(w)  # this rank's gradient: b[0]
+            return jaxcoll.ring_allreduce(grad, AXIS, op="mean")[None]
+        return jax.jit(jax.shard_map(body, mesh=mesh(n), in_specs=(P(), P(AXIS)),
+                                     out_specs=P(AXIS), check_vma=check_vma))(w, batch)
+
+    mean = np.broadcast_to(np.asarray(batch).mean(0), (n, 3))
+    np.testing.assert_allclose(step(check_vma=False, cast=False), mean, rtol=1e-6)
+    np.testing.assert_allclose(step(check_vma=True, cast=True), mean, rtol=1e-6)
+    np.testing.assert_allclose(step(check_vma=True, cast=False), n * mean, rtol=1e-6)
+
+
 def _hlo(primitive, algorithm, n):
     call = {"allreduce": lambda b: jaxcoll.allreduce(b, AXIS, algorithm=algorithm),
             "reduce_scatter": lambda b: jaxcoll.reduce_scatter(b, AXIS, tiled=True,
