@@ -108,8 +108,10 @@ def set_calibration(calibration_: Calibration) -> None:
 
 
 def _fit_line(sizes, seconds) -> tuple[float, float]:
-    """Least-squares t = a + b·s, both clipped at 0: (a, b)."""
-    slope, intercept = np.polyfit(np.asarray(sizes, float), np.asarray(seconds, float), 1)
+    """t = a + b·s fitted to relative errors (sizes span decades: a plain least-squares fit
+    lets the largest, noisiest point decide a), both clipped at 0: (a, b)."""
+    seconds = np.asarray(seconds, float)
+    slope, intercept = np.polyfit(np.asarray(sizes, float), seconds, 1, w=1 / seconds)
     return max(float(intercept), 0.0), max(float(slope), 0.0)
 
 

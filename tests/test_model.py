@@ -64,3 +64,16 @@ def test_auto_matches_reference(count):
                                                     lambda p, v: calls[p](v, "xla")), n)
     for got, want in program(x):
         assert_same(got, want)
+
+
+def test_fit_keeps_the_small_sizes_latency():
+    """α comes from where it dominates: a noisy large point must not drag it to zero."""
+    from jaxcoll.model import _fit_line
+
+    sizes = [256, 4096, 65536, 1 << 20, 1 << 22]
+    alpha, beta = 200e-6, 2e-9
+    seconds = [alpha + beta * s for s in sizes]
+    seconds[-1] *= 1.3  # the largest point 30% slow, as on a busy machine
+    fitted_alpha, fitted_beta = _fit_line(sizes, seconds)
+    assert abs(fitted_alpha - alpha) / alpha < 0.1
+    assert abs(fitted_beta - beta) / beta < 0.35
