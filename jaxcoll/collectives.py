@@ -344,7 +344,8 @@ def allreduce(x, axis, *, op: str = "sum", algorithm: str = "auto",
     """Every rank gets ``op`` of ``x`` over ``axis`` (like ``lax.psum``/``pmax``/``pmin``/``pmean``).
 
     Cost, ring: 2(n-1)α + 2(n-1)/n·Nβ + (n-1)/n·Nγ; naive: 2(n-1)α + 2(n-1)·Nβ + (n-1)·Nγ;
-    tree (p = pipeline_pieces(N) pieces): at most 4(floor(log2 n) + p - 1)(α + Nβ/p) + 2Nγ.
+    tree (p = pipeline_pieces(N) pieces, M <= 4(floor(log2 n) + p - 1) messages):
+    M(α + Nβ/p) + M/2·Nγ/p (half of them add into the receiver).
     """
     algorithm, n, _, leaves, treedef = _arguments("allreduce", x, axis, algorithm,
                                                   bucket_bytes, op=op)
