@@ -47,7 +47,8 @@ def _panel(ax, schedule: Schedule, state, round_index: int | None, colours) -> N
                 end = (into + 0.46, n - 1 - t.dst + 0.46)
                 ax.add_patch(FancyArrowPatch(
                     start, end, arrowstyle="-|>", mutation_scale=10, linewidth=1.4, color=ARROW,
-                    linestyle="--" if t.reduce else "-", connectionstyle="arc3,rad=0.35"))
+                    linestyle="--" if t.reduce else "-", connectionstyle="arc3,rad=0.35",
+                    clip_on=False))  # a long arc (e.g. the ring's wrap-around) may bulge out
     ax.set_xlim(-0.1, chunks)
     ax.set_ylim(-0.1, n)
     ax.set_xticks([c + 0.46 for c in range(chunks)], [str(c) for c in range(chunks)], fontsize=7)
@@ -59,10 +60,29 @@ def _panel(ax, schedule: Schedule, state, round_index: int | None, colours) -> N
     ax.set_title("start" if round_index is None else f"round {round_index}", fontsize=9)
 
 
-def _figure(schedule: Schedule, panels: list[int | None], history):
-    from matplotlib.figure import Figure  # not pyplot: a notebook's backend stays as it is
+def _legend(schedule: Schedule, panels: list[int | None], history, colours) -> list:
+    """Legend entries for what the panels show: the ranks whose data appears, empty cells,
+    copies and reductions (only those that occur)."""
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
+
+    shown = [history[0 if index is None else index + 1] for index in panels]
+    cells = [held for state in shown for rank in state for held in rank]
+    owners = sorted({owner for held in cells for owner, _ in (held or ())})
+    kinds = {t.reduce for index in panels if index is not None
+             for t in schedule.rounds[index]}
+    entries = [Patch(color=colours[r], label=f"data of rank {r}") for r in owners]
+    if any(not held for held in cells):
+        entries.append(Patch(color=EMPTY, label="nothing yet"))
+    if False in kinds:
+        entries.append(Line2D([], [], color=ARROW, label="copy"))
+    if True in kinds:
+        entries.append(Line2D([], [], color=ARROW, linestyle="--", label="reduce (add into)"))
+    return entries
+
+
+def _figure(schedule: Schedule, panels: list[int | None], history):
+    from matplotlib.figure import Figure  # not pyplot: a notebook's backend stays as it is
 
     colours = _rank_colours(schedule.n_ranks)
     columns = min(len(panels), 4)
@@ -74,13 +94,8 @@ def _figure(schedule: Schedule, panels: list[int | None], history):
         _panel(ax, schedule, history[0 if index is None else index + 1], index, colours)
     for ax in list(axes.flat)[len(panels):]:
         ax.axis("off")
-    legend = [Patch(color=colours[r], label=f"data of rank {r}")
-              for r in range(schedule.n_ranks)]
-    legend += [Patch(color=EMPTY, label="nothing yet"),
-               Line2D([], [], color=ARROW, label="copy"),
-               Line2D([], [], color=ARROW, linestyle="--", label="reduce (add into)")]
-    fig.legend(handles=legend, loc="lower center", ncol=min(len(legend), 6), fontsize=7,
-               frameon=False)
+    fig.legend(handles=_legend(schedule, panels, history, colours), loc="lower center",
+               ncol=6, fontsize=7, frameon=False)
     fig.suptitle(f"{schedule.name}: {schedule.n_ranks} ranks x {schedule.n_chunks} chunks, "
                  f"{schedule.n_rounds} rounds  (rows: ranks, columns: chunks)", fontsize=10)
     fig.tight_layout(rect=(0, 0.08, 1, 0.95))
