@@ -26,6 +26,10 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "sweep: the primitive x algorithm x n x count sweeps, one test per n "
         "(--sweep-ns keeps some n only)")
+    config.addinivalue_line(
+        "markers", "subprocess_jax: starts other JAX processes (more devices, several "
+        "processes, notebooks) that compile every algorithm again; CI's second, newest-jax pass "
+        "leaves them out (-m 'not subprocess_jax')")
 
 
 def pytest_collection_modifyitems(config, items):

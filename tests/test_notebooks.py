@@ -36,6 +36,7 @@ def test_notebook_matches_its_source(source):
         f"{source.name}")
 
 
+@pytest.mark.subprocess_jax
 @pytest.mark.parametrize("source", SOURCES, ids=lambda path: path.stem)
 def test_notebook_runs(source):
     build.execute(source)  # raises CellExecutionError (with the failing cell) on any error

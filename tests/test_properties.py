@@ -323,6 +323,7 @@ def test_strategies_reach_every_structure():
                     "empty", "negative dim"}
 
 
+@pytest.mark.subprocess_jax
 def test_32_devices_in_a_subprocess(request):
     """The property on 32 fake devices, n in 1..32 (a few examples: compiling at n = 32 is
     slower)."""

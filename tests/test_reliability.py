@@ -296,6 +296,7 @@ def test_rounding_table_lists_every_algorithm():
 
 # ----------------------------------------------------------------------------- n = 64
 
+@pytest.mark.subprocess_jax
 def test_every_algorithm_executed_at_n64():
     """Every primitive x algorithm at n = 64 (hierarchical on 2 x 32), 7 elements per rank
     (64 for the scattering ones): the main job in a subprocess. One size only: each further

@@ -226,12 +226,13 @@ def test_shortcuts():
 
 # ----------------------------------------------------------------------------- larger n
 
+@pytest.mark.subprocess_jax
 def test_n12_and_n16_in_a_subprocess():
     """Every primitive x algorithm at n = 12 (folded: 8 + 4 extra ranks; a 2 x 6 mesh for
     hierarchical) and 16 (root n - 1) via the main job."""
     result = subprocess.run([sys.executable, "-m", "jaxcoll", "--devices", "16", "--ranks",
-                             "12,16", "--counts", "7,100"], capture_output=True, text=True,
+                             "12,16", "--counts", "7"], capture_output=True, text=True,
                             timeout=600)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    checks = 2 * 2 * sum(len(a) for a in SCHEDULES.values())
+    checks = 2 * sum(len(a) for a in SCHEDULES.values())
     assert f"{checks} of {checks} checks match the xla reference exactly" in result.stdout

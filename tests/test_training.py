@@ -297,6 +297,7 @@ def test_grad_vjp_jvp_of_every_public_function_match_builtins():
 
 # ----------------------------------------------------------------------------- examples
 
+@pytest.mark.subprocess_jax
 @pytest.mark.parametrize("example", ["data_parallel.py", "zero_sharded.py"])
 def test_example_check_passes(example):
     """Both examples train 100 steps and compare with the built-in reference (seconds)."""
