@@ -26,6 +26,10 @@
 #
 # The seed lecture is `shared/seed/000_67aa4e9e96814775.txt` (Chinese), section 3.2; short
 # quotes are translated.
+#
+# **Notation.** The seed writes N for the number of ranks; here **n = number of ranks** (8) and
+# **N = bytes per rank**. The pieces a schedule moves are called **chunks** (as in the
+# drawings): each rank's data is cut into n of them.
 
 # %%
 import os
@@ -53,26 +57,37 @@ print(jax.devices())
 # The seed: *"AllGather 和 ReduceScatter 其实是 AllReduce 的两个'半成品'"* — "AllGather and
 # ReduceScatter are really AllReduce's two 'half-finished products'."
 #
-# Cut every rank's data into n blocks, one per rank.
+# Cut every rank's data into n chunks, one per rank.
 #
-# - **ReduceScatter**: rank i ends with block i of the *sum* over all ranks: every rank does
+# - **ReduceScatter**: rank i ends with chunk i of the *sum* over all ranks: every rank does
 #   1/n of the reducing, and keeps only its 1/n of the result.
-# - **AllGather**: rank i starts with one block; every rank ends with all n blocks, in rank
+# - **AllGather**: rank i starts with one chunk; every rank ends with all n chunks, in rank
 #   order.
+#
+# The seed also says that AllGather *"相当于只做 Broadcast 那一步"* ("amounts to doing only the
+# Broadcast step" of AllReduce = Reduce + Broadcast) and ReduceScatter *"相当于只做 Reduce 那一步"*
+# ("only the Reduce step"). The roles are right: ReduceScatter does the reducing, AllGather the
+# spreading. But neither is *one* step with one root. ReduceScatter is **n Reduces** of 1/n of
+# the data each, one into every rank (chunk i is reduced into rank i); AllGather is **n
+# Broadcasts**, one from every rank (rank i broadcasts its chunk), all running at the same
+# time. The seed gets it right a few lines later: *"AllGather 就是 Broadcast 的'全员版'"* —
+# "AllGather is the everyone-version of Broadcast". Notebook 04
+# ([How the primitives relate](04_how_they_relate.ipynb)) checks both decompositions on the
+# schedules.
 #
 # In numpy, with row r of a `(n, ...)` array being rank r's data:
 
 # %%
 n = 8
 rng = np.random.default_rng(0)
-block_len = 3
-x = rng.integers(-8, 9, size=(n, n, block_len)).astype(np.float32)  # (rank, block, block_len)
+chunk_len = 3
+x = rng.integers(-8, 9, size=(n, n, chunk_len)).astype(np.float32)  # (rank, chunk, chunk_len)
 
-reduce_scatter_answer = x.sum(axis=0)      # (n, block_len): rank i should get row i
-blocks = x[:, 0]                           # (n, block_len): rank i's one block, for AllGather
-allgather_answer = blocks                  # every rank should get all n blocks, in rank order
-print("rank 2's data, block by block:\n", x[2])
-print("ReduceScatter: rank 2 gets block 2 of the sum:", reduce_scatter_answer[2])
+reduce_scatter_answer = x.sum(axis=0)      # (n, chunk_len): rank i should get row i
+own_chunks = x[:, 0]                       # (n, chunk_len): rank i's one chunk, for AllGather
+allgather_answer = own_chunks              # every rank should get all n chunks, in rank order
+print("rank 2's data, chunk by chunk:\n", x[2])
+print("ReduceScatter: rank 2 gets chunk 2 of the sum:", reduce_scatter_answer[2])
 
 # %% [markdown]
 # Small integers in float32 are summed exactly in any order, so every correct algorithm must
@@ -82,6 +97,13 @@ print("ReduceScatter: rank 2 gets block 2 of the sum:", reduce_scatter_answer[2]
 # `jax.shard_map` runs a function on every rank at once; inside it `lax.axis_index("i")` is
 # the rank and `lax.ppermute(v, "i", perm)` sends `v` from `src` to `dst` for every pair in
 # `perm`. `on_every_rank(f)` feeds row r of its input to rank r and stacks the results.
+#
+# Each algorithm and each reference below is a jitted program of its own, because of a
+# CPU-only jaxlib 0.10 bug (notebook 01; the README's
+# [sharp bit](../README.md#sharp-bit-jaxlib-010-on-cpu-runs-independent-collectives-into-each-other)):
+# two *independent* collectives in one program can crash the process (`jaxcoll.execute.after`
+# orders them where they must share one). Collectives that depend on each other, like the
+# steps of one ring, are fine.
 
 # %%
 AXIS = "i"
@@ -96,11 +118,11 @@ def on_every_rank(fn):
 
 RIGHT = [(r, (r + 1) % n) for r in range(n)]       # every rank sends to rank + 1
 
-# The built-ins, the reference (each in a program of its own: see the note in section 2)
-psum_scatter = on_every_rank(lambda v: lax.psum_scatter(v, AXIS))   # (n, block_len) -> (block_len,)
-all_gather = on_every_rank(lambda v: lax.all_gather(v, AXIS))       # (block_len,) -> (n, block_len)
+# The built-ins, the reference (each in a program of its own: see the note above)
+psum_scatter = on_every_rank(lambda v: lax.psum_scatter(v, AXIS))   # (n, chunk_len) -> (chunk_len,)
+all_gather = on_every_rank(lambda v: lax.all_gather(v, AXIS))       # (chunk_len,) -> (n, chunk_len)
 np.testing.assert_array_equal(psum_scatter(x), reduce_scatter_answer)
-np.testing.assert_array_equal(all_gather(blocks), np.broadcast_to(allgather_answer, (n, n, block_len)))
+np.testing.assert_array_equal(all_gather(own_chunks), np.broadcast_to(allgather_answer, (n, n, chunk_len)))
 print("lax.psum_scatter and lax.all_gather do what the numpy answers say")
 
 # %% [markdown]
@@ -109,56 +131,51 @@ print("lax.psum_scatter and lax.all_gather do what the numpy answers say")
 # The seed's ring AllGather:
 #
 # ```
-# // each rank holds its own chunk
-# for step in range(N-1):
-#     send_chunk = (rank - step) % N
-#     recv_chunk = (rank - step - 1) % N
+# // each rank holds its own chunk   (the seed writes N for n, the number of ranks)
+# for step in range(n-1):
+#     send_chunk = (rank - step) % n
+#     recv_chunk = (rank - step - 1) % n
 #     send(data[send_chunk], next_rank)
 #     recv(data[recv_chunk], prev_rank)
 # ```
 #
-# Rank r puts its block in slot r of an n-slot buffer. In step 0 it passes its own block to
-# the right; in every later step it passes on the block it just received. After n − 1 steps
-# every block has visited every rank. `send` + `recv` are one `ppermute` to the right.
+# Rank r puts its chunk in slot r of an n-slot buffer. In step 0 it passes its own chunk to
+# the right; in every later step it passes on the chunk it just received. After n − 1 steps
+# every chunk has visited every rank. `send` + `recv` are one `ppermute` to the right.
 
 # %%
-def ring_allgather_by_hand(block):                 # block: (block_len,), this rank's
+def ring_allgather_by_hand(chunk):                 # chunk: (chunk_len,), this rank's
     rank = lax.axis_index(AXIS)
-    data = jnp.zeros((n,) + block.shape, block.dtype).at[rank].set(block)   # (n, block_len)
+    data = jnp.zeros((n,) + chunk.shape, chunk.dtype).at[rank].set(chunk)   # (n, chunk_len)
     for step in range(n - 1):
         send_chunk = (rank - step) % n
         recv_chunk = (rank - step - 1) % n
         temp = lax.ppermute(data[send_chunk], AXIS, perm=RIGHT)
         data = data.at[recv_chunk].set(temp)
-    return data                                    # (n, block_len): every rank's block
+    return data                                    # (n, chunk_len): every rank's chunk
 
 
-np.testing.assert_array_equal(on_every_rank(ring_allgather_by_hand)(blocks), all_gather(blocks))
+np.testing.assert_array_equal(on_every_rank(ring_allgather_by_hand)(own_chunks), all_gather(own_chunks))
 print("hand-written ring AllGather == lax.all_gather on every rank")
 
 # %% [markdown]
-# (Why separate programs for ours and the reference? On jaxlib 0.10's CPU runtime two
-# *independent* collectives in one jitted program can crash the process; see the README's
-# [sharp bit](../README.md#sharp-bit-jaxlib-010-on-cpu-runs-independent-collectives-into-each-other).
-# Collectives that depend on each other, like the steps of one ring, are fine.)
-#
 # ## 3. ReduceScatter by hand
 #
 # This is the first half of notebook 01's ring: each step, send a partial sum to the right and
-# add what arrives from the left. The seed's indices (`send_chunk = (rank - step) % N`) leave
-# rank r with the complete sum of block r + 1. Starting one block earlier,
-# `send_chunk = (rank - step - 1) % N`, leaves rank r with block r, which is what
+# add what arrives from the left. The seed's indices (`send_chunk = (rank - step) % n`) leave
+# rank r with the complete sum of chunk r + 1. Starting one chunk earlier,
+# `send_chunk = (rank - step - 1) % n`, leaves rank r with chunk r, which is what
 # `lax.psum_scatter` promises.
 
 # %%
-def ring_reduce_scatter_by_hand(data):             # data: (n, block_len), this rank's n blocks
+def ring_reduce_scatter_by_hand(data):             # data: (n, chunk_len), this rank's n chunks
     rank = lax.axis_index(AXIS)
     for step in range(n - 1):
-        send_chunk = (rank - step - 1) % n         # the seed's index, one block earlier
+        send_chunk = (rank - step - 1) % n         # the seed's index, one chunk earlier
         recv_chunk = (rank - step - 2) % n
         temp = lax.ppermute(data[send_chunk], AXIS, perm=RIGHT)
         data = data.at[recv_chunk].add(temp)
-    return data[rank]                              # (block_len,): block `rank` of the sum
+    return data[rank]                              # (chunk_len,): chunk `rank` of the sum
 
 
 np.testing.assert_array_equal(on_every_rank(ring_reduce_scatter_by_hand)(x), psum_scatter(x))
@@ -175,15 +192,18 @@ print("hand-written ring ReduceScatter == lax.psum_scatter on every rank")
 jaxcoll_rs = on_every_rank(lambda v: jaxcoll.reduce_scatter(v, AXIS, algorithm="ring"))
 jaxcoll_ag = on_every_rank(lambda v: jaxcoll.allgather(v, AXIS, algorithm="ring"))
 np.testing.assert_array_equal(jaxcoll_rs(x), psum_scatter(x))
-np.testing.assert_array_equal(jaxcoll_ag(blocks), all_gather(blocks))
+np.testing.assert_array_equal(jaxcoll_ag(own_chunks), all_gather(own_chunks))
 print("jaxcoll ring reduce_scatter == lax.psum_scatter, jaxcoll ring allgather == lax.all_gather")
 
 # %% [markdown]
-# Their schedules, drawn on 4 ranks (rows: ranks, columns: blocks; a cell is striped with the
+# Their schedules, drawn on 4 ranks (rows: ranks, columns: chunks; a cell is striped with the
 # colours of the ranks whose data it holds; each panel is the state *after* that round, arrows
-# are the round's transfers, dashed: added in, solid: copied). In ReduceScatter each rank ends
-# with one fully striped block, its own; in AllGather each rank starts with one block, its own
-# colour, and ends with all four.
+# are the round's transfers, dashed: added in, solid: copied; the long arrow is the ring's
+# wrap-around, rank 3 -> rank 0). In ReduceScatter each rank ends with one complete chunk, its
+# own: the cell with all four colours (rank r's is in column r). The other striped cells are
+# partial sums the ring left behind on its way, never read again; `reduce_scatter` returns only
+# the complete chunk. In AllGather each rank starts with one chunk, its own colour, and ends
+# with all four.
 
 # %%
 pictures = tempfile.mkdtemp()                      # a scratch folder, outside the repository
@@ -203,7 +223,7 @@ display(draw(allgather4, "ring_allgather_4.png"))
 # %% [markdown]
 # ## 5. AllReduce = ReduceScatter + AllGather
 #
-# After the ReduceScatter, rank i holds block i of the sum; an AllGather of those blocks gives
+# After the ReduceScatter, rank i holds chunk i of the sum; an AllGather of those chunks gives
 # every rank the whole sum: an AllReduce. In jaxcoll this is not an analogy but a line of
 # code: the ring AllReduce schedule is built as `reduce_scatter(n) + allgather(n)`, and its
 # rounds are exactly the other two's rounds, one after the other:
@@ -219,7 +239,7 @@ print(jaxcoll.schedule("allreduce", "ring", 4))
 
 # %% [markdown]
 # And with real data: our two hand-written halves, one after the other, are an AllReduce,
-# equal to `lax.psum`; so are jaxcoll's (`tiled=True` makes `allgather` concatenate the blocks
+# equal to `lax.psum`; so are jaxcoll's (`tiled=True` makes `allgather` concatenate the chunks
 # into one vector instead of stacking them).
 
 # %%
@@ -231,7 +251,7 @@ np.testing.assert_array_equal(by_hand(x), psum(x))
 np.testing.assert_array_equal(with_jaxcoll(x), psum(x))
 np.testing.assert_array_equal(
     on_every_rank(lambda v: jaxcoll.allgather(jaxcoll.reduce_scatter(v, AXIS, tiled=True), AXIS, tiled=True))(
-        x.reshape(n, -1)),                         # (n, n * block_len): flat vectors
+        x.reshape(n, -1)),                         # (n, n * chunk_len): flat vectors
     psum(x).reshape(n, -1))
 print("ReduceScatter then AllGather == psum (by hand, with jaxcoll, and tiled on flat vectors)")
 
@@ -259,7 +279,7 @@ def bytes_sent_per_rank(schedule, nbytes):
     return sent
 
 
-N = 1.0                                            # in units of the vector size
+N = 1.0                                            # bytes per rank: count in units of N
 schedules = {name: jaxcoll.schedule(name, "ring", n) for name in ("reduce_scatter", "allgather", "allreduce")}
 sent = {name: bytes_sent_per_rank(s, N) for name, s in schedules.items()}
 for name, per_rank in sent.items():
@@ -270,13 +290,14 @@ assert np.allclose(sent["allgather"], (n - 1) / n * N)
 assert np.allclose(sent["allreduce"], sent["reduce_scatter"] + sent["allgather"])   # the same bytes, not half
 assert np.allclose(sent["allreduce"], 2 * (n - 1) / n * N)
 
-# The α-β-γ model agrees: the two halves cost exactly what the AllReduce costs.
-gpu = jaxcoll.calibration("gpu")                   # an estimate for NVLink-class GPUs, not a measurement
+# The α-β-γ model (notebook 01: α per ppermute, and every ring round here is one ppermute)
+# agrees: the two halves cost exactly what the AllReduce costs.
+gpu = jaxcoll.calibration("gpu")                   # an estimate for H100/H200-class GPUs, not a measurement
 price = partial(jaxcoll.cost, nbytes=2.0**24, alpha=gpu.alpha, beta=gpu.beta, gamma=gpu.gamma)
 halves = price(schedules["reduce_scatter"]).seconds + price(schedules["allgather"]).seconds
 assert np.isclose(halves, price(schedules["allreduce"]).seconds)
-print(f"\nmodel, 16 MiB per rank: reduce_scatter + allgather {halves * 1e6:.0f} us "
-      f"= allreduce {price(schedules['allreduce']).seconds * 1e6:.0f} us")
+print(f"\nmodel, 16 MiB per rank: reduce_scatter + allgather {halves * 1e6:.0f} µs "
+      f"= allreduce {price(schedules['allreduce']).seconds * 1e6:.0f} µs")
 
 # %% [markdown]
 # So splitting an AllReduce into its halves moves **exactly the same bytes** in the same
@@ -308,16 +329,19 @@ print(f"\nmodel, 16 MiB per rank: reduce_scatter + allgather {halves * 1e6:.0f} 
 # the parameters with **all** the optimizer state: n identical copies of the state, and the same
 # arithmetic done n times.
 #
-# The sharded step (ZeRO stage 2): flatten the parameters into one vector and cut it into n
-# blocks. Rank i keeps only block i of the optimizer state.
+# The sharded step is ZeRO stage 1 (the optimizer state is sharded): flatten the parameters
+# into one vector and cut it into n chunks. Rank i keeps only chunk i of the optimizer state.
+# (ZeRO stage 2 also shards the gradient: it reduce-scatters gradient buckets during the
+# backward pass and frees each bucket's full gradient right away. Here each rank holds its
+# whole local gradient until one ReduceScatter at the end.)
 #
 # 1. compute the gradient on this rank's slice of the batch (all parameters, as before);
-# 2. **ReduceScatter** the gradient (mean): rank i gets block i of the averaged gradient;
-# 3. update block i of the parameters with block i of the optimizer state;
-# 4. **AllGather** the updated blocks: every rank has all the new parameters.
+# 2. **ReduceScatter** the gradient (mean): rank i gets chunk i of the averaged gradient;
+# 3. update chunk i of the parameters with chunk i of the optimizer state;
+# 4. **AllGather** the updated chunks: every rank has all the new parameters.
 #
 # The optimizer is SGD with momentum (`m = μ·m + g; p = p − lr·m`), elementwise like Adam, so
-# updating block by block gives the same numbers as updating the whole vector. The model is a
+# updating chunk by chunk gives the same numbers as updating the whole vector. The model is a
 # small linear layer with a squared loss. (`examples/zero_sharded.py` does the same with an MLP
 # and `optax.adam`.)
 
@@ -327,8 +351,8 @@ params = {"w": rng.normal(size=(features, outputs)).astype(np.float32),
           "b": np.zeros(outputs, np.float32)}
 flat_params, unflatten = ravel_pytree(params)      # (n_params,): all parameters in one vector
 n_params = flat_params.size                        # 5 * 3 + 3 = 18
-block = -(-n_params // n)                          # ceil(18 / 8) = 3: each rank's block
-padded_len = n * block                             # 24: padded so that n blocks fit exactly
+chunk_size = -(-n_params // n)                     # ceil(18 / 8) = 3: each rank's chunk
+padded_len = n * chunk_size                        # 24: padded so that n chunks fit exactly
 
 inputs = rng.normal(size=(n, batch_per_rank, features)).astype(np.float32)    # row r: rank r's batch
 targets = rng.normal(size=(n, batch_per_rank, outputs)).astype(np.float32)
@@ -348,15 +372,16 @@ def pad(v):                                        # (n_params,) -> (padded_len,
 # rank holds all of them, in and out (`P()`). A jaxcoll result is typed by JAX as "varying"
 # across ranks (it comes out of `ppermute`s), so returning it as replicated needs
 # `check_vma=False`: JAX cannot prove that every rank holds the same bits, but they do (each
-# block is computed once and copied). The README's
+# chunk is computed once and copied). The README's
 # [sharp bit](../README.md#sharp-bit-replicated-outputs-and-check_vma) explains it; we check
 # the promise below.
 #
 # `check_vma=False` matters here for a second reason, one that is easy to miss: with the check
 # on, `jax.grad` of a replicated (`P()`) input inside `shard_map` comes back **already summed
 # over the ranks**: JAX inserts the AllReduce itself (the transpose of "replicated -> per rank"
-# is a sum). A ReduceScatter or AllReduce on top would then add the n gradients up n times
-# over. With the check off, each rank gets the gradient of its own batch, as in PyTorch DDP.
+# is a sum). A ReduceScatter or AllReduce on top would then reduce n copies of that same sum:
+# with `op="mean"` on top, it averages n identical sums, so you get the sum, n times the mean
+# gradient. With the check off, each rank gets the gradient of its own batch, as in PyTorch DDP.
 
 # %%
 def per_rank_gradients(check_vma):
@@ -371,7 +396,7 @@ np.testing.assert_allclose(per_rank_gradients(check_vma=False), own, rtol=1e-6)
 np.testing.assert_allclose(per_rank_gradients(check_vma=True), np.broadcast_to(own.sum(0), own.shape),
                            rtol=1e-5, atol=1e-6)
 print("check_vma=False: rank r gets its own batch's gradient; "
-      "check_vma=True: every rank gets the sum over all ranks")
+      "check_vma=True: every rank gets the sum over all ranks (n times the mean)")
 
 # %%
 def data_parallel_step(flat, momentum, x, y, reduce_mean):
@@ -382,17 +407,17 @@ def data_parallel_step(flat, momentum, x, y, reduce_mean):
     return flat - learning_rate * momentum, momentum
 
 
-def zero_step(flat, momentum_block, x, y):
-    """Rank i: block i of the momentum (block,) and of the update."""
+def zero_step(flat, momentum_chunk, x, y):
+    """Rank i: chunk i of the momentum (chunk_size,) and of the update."""
     rank = lax.axis_index(AXIS)
     grad = jax.grad(loss)(flat, x, y)                        # (n_params,), this rank's batch
-    grad_block = jaxcoll.reduce_scatter(pad(grad), AXIS, op="mean", tiled=True,
-                                        algorithm="ring")    # (block,): block `rank` of the mean
-    param_block = lax.dynamic_slice_in_dim(pad(flat), rank * block, block)   # (block,)
-    momentum_block = mu * momentum_block + grad_block
-    param_block = param_block - learning_rate * momentum_block
-    new_flat = jaxcoll.allgather(param_block, AXIS, tiled=True, algorithm="ring")   # (padded_len,)
-    return new_flat[:n_params], momentum_block
+    grad_chunk = jaxcoll.reduce_scatter(pad(grad), AXIS, op="mean", tiled=True,
+                                        algorithm="ring")    # (chunk_size,): chunk `rank` of the mean
+    param_chunk = lax.dynamic_slice_in_dim(pad(flat), rank * chunk_size, chunk_size)   # (chunk_size,)
+    momentum_chunk = mu * momentum_chunk + grad_chunk
+    param_chunk = param_chunk - learning_rate * momentum_chunk
+    new_flat = jaxcoll.allgather(param_chunk, AXIS, tiled=True, algorithm="ring")   # (padded_len,)
+    return new_flat[:n_params], momentum_chunk
 
 
 def compile_step(step, momentum_spec):
@@ -411,7 +436,7 @@ steps = {
     "ZeRO: reduce_scatter + allgather": compile_step(zero_step, P(AXIS)),
 }
 start_momentum = {name: np.zeros(padded_len if "ZeRO" in name else n_params, np.float32)
-                  for name in steps}   # ZeRO: the (padded_len,) momentum, block r on rank r
+                  for name in steps}   # ZeRO: the (padded_len,) momentum, chunk r on rank r
 
 results = {}
 for name, step in steps.items():
@@ -445,10 +470,10 @@ print("ZeRO step == data-parallel step with ring allreduce (bit for bit), "
 copies = [np.asarray(shard.data) for shard in zero_params.addressable_shards]
 assert len(copies) == n and all(np.array_equal(c, copies[0]) for c in copies)
 
-# The memory saving: each rank keeps 1/n of the momentum (padded up to whole blocks).
+# The memory saving: each rank keeps 1/n of the momentum (padded up to whole chunks).
 per_rank_zero = zero_momentum.addressable_shards[0].data.size
 per_rank_plain = ring_momentum.addressable_shards[0].data.size
-assert (per_rank_plain, per_rank_zero) == (n_params, block)
+assert (per_rank_plain, per_rank_zero) == (n_params, chunk_size)
 print(f"momentum floats kept per rank: data parallel {per_rank_plain}, ZeRO {per_rank_zero} "
       f"(= ceil({n_params} / {n}))")
 
@@ -457,14 +482,14 @@ rs, ag, ar = (jaxcoll.schedule(p, "ring", n) for p in ("reduce_scatter", "allgat
 nbytes = padded_len * 4                                      # float32
 assert np.allclose(bytes_sent_per_rank(rs, nbytes) + bytes_sent_per_rank(ag, nbytes),
                    bytes_sent_per_rank(ar, nbytes))
-print(f"bytes sent per rank per step: ZeRO {bytes_sent_per_rank(rs, nbytes)[0] + bytes_sent_per_rank(ag, nbytes)[0]:.0f}"
-      f", AllReduce {bytes_sent_per_rank(ar, nbytes)[0]:.0f}")
+print(f"bytes sent per rank per step: ZeRO {bytes_sent_per_rank(rs, nbytes)[0] + bytes_sent_per_rank(ag, nbytes)[0]:.0f} B"
+      f", AllReduce {bytes_sent_per_rank(ar, nbytes)[0]:.0f} B")
 
 # %% [markdown]
 # Same parameters, the same bytes on the wire, and 1/n of the optimizer state and of the
 # optimizer's arithmetic per rank. With Adam (two state vectors of the parameters' size, often
 # in float32 next to bfloat16 parameters) that state is the bulk of training memory, which is
-# why ZeRO shards it. FSDP / ZeRO stage 3 goes one step further and keeps only block i of the
+# why ZeRO shards it. FSDP / ZeRO stage 3 goes one step further and keeps only chunk i of the
 # *parameters* between steps too, AllGathering each layer's parameters just before it is used.
 #
 # One thing sharding does cost: an optimizer step that looks *across* elements, such as
@@ -476,31 +501,31 @@ print(f"bytes sent per rank per step: ZeRO {bytes_sent_per_rank(rs, nbytes)[0] +
 #
 # **Global gradient norm from the shards.** Gradient clipping needs
 # ‖g‖ = sqrt(Σ g²) of the whole averaged gradient, but after the ReduceScatter rank i only
-# has block i. Write `my_global_norm(grad_block)` (it runs on every rank, inside
+# has chunk i. Write `my_global_norm(grad_chunk)` (it runs on every rank, inside
 # `shard_map`) so that every rank returns the norm of the whole averaged gradient.
 #
-# *Hint:* each rank can sum the squares of its own block; then one more collective, on a single
+# *Hint:* each rank can sum the squares of its own chunk; then one more collective, on a single
 # number, combines the n partial sums (`jaxcoll.allreduce` or `lax.psum`). The zero padding
 # adds nothing to the sum.
 #
 # <details><summary>Answer</summary>
 #
 # ```python
-# def my_global_norm(grad_block):
-#     return jnp.sqrt(jaxcoll.allreduce(jnp.sum(grad_block ** 2), AXIS))
+# def my_global_norm(grad_chunk):
+#     return jnp.sqrt(jaxcoll.allreduce(jnp.sum(grad_chunk ** 2), AXIS))
 # ```
 # </details>
 
 # %%
-def my_global_norm(grad_block):                    # grad_block: (block,), this rank's block
+def my_global_norm(grad_chunk):                    # grad_chunk: (chunk_size,), this rank's chunk
     raise NotImplementedError("your code here")
 
 
 def check_exercise(norm_fn):
     def per_rank(flat, x, y):
         grad = jax.grad(loss)(flat, x[0], y[0])
-        grad_block = jaxcoll.reduce_scatter(pad(grad), AXIS, op="mean", tiled=True)
-        return norm_fn(grad_block)[None]           # (1,): this rank's answer
+        grad_chunk = jaxcoll.reduce_scatter(pad(grad), AXIS, op="mean", tiled=True)
+        return norm_fn(grad_chunk)[None]           # (1,): this rank's answer
     program = jax.jit(jax.shard_map(per_rank, mesh=mesh, in_specs=(P(), P(AXIS), P(AXIS)),
                                     out_specs=P(AXIS), check_vma=False))
     try:
