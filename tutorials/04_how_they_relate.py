@@ -30,7 +30,29 @@
 #   formulas, with an assert for each.
 #
 # **Prerequisites:** Python and numpy. Tutorials 01-03 help, but they are not needed: every
-# schedule is printed where it is used.
+# schedule is printed where it is used, and the algorithms are listed below.
+#
+# **Notation.** The seed writes N for the number of ranks; here **n = the number of ranks** and
+# **N = the bytes per rank** (section 5 says exactly which buffer).
+#
+# **The algorithms, one line each** (the README has a paragraph on each):
+#
+# - `naive`: everything goes through one root, one rank at a time.
+# - `ring`: every rank sends to its right-hand neighbour, one chunk per round, n - 1 rounds per
+#   half (reduce_scatter, then allgather).
+# - `bidirectional_ring`: half of the data goes round the ring each way at once.
+# - `tree`: the seed's binary heap tree (the parent of rank r is (r - 1) // 2).
+#   `double_tree`: NCCL's two trees, each carrying half of the data.
+# - `binomial`: a tree in which every rank that holds the data passes it on in every round,
+#   ceil(log2 n) rounds.
+# - `recursive_doubling`: partners at distance 1, 2, 4, ... swap data (log2 n rounds).
+#   `halving_doubling` (Rabenseifner): a reduce_scatter by recursive halving, then an allgather
+#   by recursive doubling.
+# - `bruck`: an allgather or alltoall in ceil(log2 n) rounds for any n.
+# - `hierarchical`: for ranks laid out as (outer, inner), such as (nodes, GPUs per node): rings
+#   inside each node and across nodes. Its schedule takes the pair `(o, n // o)` instead of n.
+# - `scatter_allgather` (van de Geijn) and `reduce_scatter_gather` (Rabenseifner): a broadcast
+#   and a reduce for large messages, built from the other primitives (section 2).
 
 # %%
 import os
@@ -49,9 +71,11 @@ import numpy as np
 from IPython.display import Markdown, display
 from jax import lax
 from jax.sharding import Mesh, PartitionSpec as P
+from matplotlib.patches import Circle, FancyArrowPatch, FancyBboxPatch
 
 import jaxcoll
 from jaxcoll import Schedule, Transfer
+from jaxcoll.execute import after     # after(value, previous): value, made to wait for previous
 
 S = jaxcoll.schedule                   # S(primitive, algorithm, n, root=...) -> a Schedule
 NS = range(1, 17)                      # every relation is checked for n = 1..16 ranks
@@ -62,8 +86,9 @@ PRIMITIVES = ["allreduce", "reduce_scatter", "allgather", "broadcast", "reduce",
 # ## 1. A schedule is data
 #
 # A schedule lists rounds; a round lists transfers `src->dst [chunks]`, with `=` for a copy and
-# `+` for "add into the receiver's chunk". All transfers of a round happen at the same time.
-# Here are the ring allreduce on 4 ranks and its two halves:
+# `+` for "add into the receiver's chunk" (a *chunk* is one of the equal pieces a schedule cuts
+# the buffer into). All transfers of a round happen at the same time. Here are the ring
+# allreduce on 4 ranks and its two halves:
 
 # %%
 print(S("reduce_scatter", "ring", 4))
@@ -144,25 +169,60 @@ print(one_per_root("broadcast", "binomial", 4))
 #
 # ## 2. The relations, checked
 #
-# Each relation we expect is written below as a `Relation`: a statement, the check as code, the
-# ranks it must hold for, and the arrows it adds to the figure (`part 1`/`part 2` for the two
-# halves of a concatenation, `n of them` for one per root, `reversed` for reversal). Checks of
-# rooted primitives take the root and are run for every root. The list also holds four
-# plausible relations that are false, marked `expect_false=True`; their checks must fail.
+# Each relation we expect is written below as a `Relation`: a statement, the check as code, how
+# the figure draws it (`CONCAT`: `target` = `parts[0] + parts[1]`; `EVERY_ROOT`: `target` = n
+# of `parts[0]`, one per root; `REVERSED`: `parts[0]` run backwards is a `target`), the
+# algorithms it holds for, and the ranks it must hold for. Checks of rooted primitives take the
+# root and are run for every root. `check` runs a list of relations, prints a verdict for each,
+# and collects the ones that hold for the figure in section 4. There are four lists:
+# concatenations, one per root, reversals, and four plausible relations that are false.
 
 # %%
-P1, P2, EVERY_ROOT, REVERSED = "part 1", "part 2", "n of them", "reversed"
+CONCAT, EVERY_ROOT, REVERSED = "concatenation", "n of them", "reversed"
 
 
 @dataclasses.dataclass
 class Relation:
     statement: str
     check: object              # check(n) -> bool, or check(n, root) -> bool if rooted
-    arrows: list = dataclasses.field(default_factory=list)  # [(source, target, kind)]
-    label: str = ""            # the algorithms, written on the arrows
+    kind: str = ""             # CONCAT, EVERY_ROOT or REVERSED: how the figure draws it
+    parts: tuple = ()          # what it is built from (CONCAT: first part, second part)
+    target: str = ""           # what it builds
+    label: str = ""            # the algorithms it holds for, written in the figure
     rooted: bool = False
     ns: object = NS
     expect_false: bool = False
+    drawn: bool = True         # False: listed here, left out of the figure
+
+
+def first_failure(relation):
+    """The first n (or (n, root)) where the relation's check fails; None if it never does."""
+    for n in relation.ns:
+        for root in (range(n) if relation.rooted else [None]):
+            holds = relation.check(n, root) if relation.rooted else relation.check(n)
+            if not holds:
+                return n if root is None else (n, root)
+    return None
+
+
+verified = []          # the relations that hold and are drawn in section 4
+
+
+def check(relations):
+    """Check each relation, print its verdict, and keep the true ones for the figure."""
+    for relation in relations:
+        failure = first_failure(relation)
+        if relation.expect_false:
+            assert failure is not None, f"expected a counterexample: {relation.statement}"
+            where = f"n = {failure}" if not relation.rooted else "n, root = %d, %d" % failure
+            verdict = f"FALSE at {where}"
+        else:
+            assert failure is None, f"{relation.statement}: fails at {failure}"
+            if relation.drawn:
+                verified.append(relation)
+            ns = "n = 1..16" if relation.ns == NS else "n = " + ", ".join(map(str, relation.ns))
+            verdict = f"holds, {ns}" + (", all roots" if relation.rooted else "")
+        print(f"{verdict:<30} {relation.statement}")
 
 
 def divisors(n):
@@ -173,6 +233,80 @@ def power_of_two(n):
     return n & (n - 1) == 0
 
 
+# %% [markdown]
+# ### 2a. Concatenation: one collective, then another
+#
+# AllReduce = ReduceScatter + AllGather (the seed's "left and right hands") and AllReduce =
+# Reduce + Broadcast (the seed's "Reduce then Broadcast"). Broadcast and Reduce for large
+# messages are built the same way, from Scatter + AllGather and ReduceScatter + Gather. The last
+# two are the naive allgather and reduce_scatter, which push the *whole* buffer through rank 0
+# (`whole_buffer`); they hold, but the figure leaves them out, since nobody would build an
+# allgather that way.
+
+# %%
+CONCATENATIONS = [
+    Relation("ring allreduce = ring reduce_scatter + ring allgather",
+             lambda n: same(S("allreduce", "ring", n),
+                            S("reduce_scatter", "ring", n) + S("allgather", "ring", n)),
+             CONCAT, ("reduce_scatter", "allgather"), "allreduce", "ring"),
+    Relation("bidirectional_ring allreduce = its reduce_scatter + its allgather",
+             lambda n: same(S("allreduce", "bidirectional_ring", n),
+                            S("reduce_scatter", "bidirectional_ring", n)
+                            + S("allgather", "bidirectional_ring", n)),
+             CONCAT, ("reduce_scatter", "allgather"), "allreduce", "bidirectional_ring"),
+    Relation("halving_doubling allreduce = halving reduce_scatter + doubling allgather, n = 2^k",
+             lambda n: same(S("allreduce", "halving_doubling", n),
+                            S("reduce_scatter", "halving_doubling", n)
+                            + S("allgather", "recursive_doubling", n)),
+             CONCAT, ("reduce_scatter", "allgather"), "allreduce", "halving_doubling (n = 2^k)",
+             ns=[n for n in NS if power_of_two(n)]),
+    Relation("hierarchical allreduce = its reduce_scatter + its allgather, every (outer, inner)",
+             lambda n: all(same(S("allreduce", "hierarchical", (o, n // o)),
+                                S("reduce_scatter", "hierarchical", (o, n // o))
+                                + S("allgather", "hierarchical", (o, n // o)))
+                           for o in divisors(n)),
+             CONCAT, ("reduce_scatter", "allgather"), "allreduce", "hierarchical"),
+    Relation("naive allreduce = naive reduce + naive broadcast (the seed's Reduce then Broadcast)",
+             lambda n: same(S("allreduce", "naive", n),
+                            S("reduce", "naive", n) + S("broadcast", "naive", n)),
+             CONCAT, ("reduce", "broadcast"), "allreduce", "naive"),
+    Relation("tree allreduce = tree reduce + tree broadcast, with 1, 2 or 3 pipeline pieces",
+             lambda n: all(same(S("allreduce", "tree", n, pieces=k),
+                                S("reduce", "tree", n, pieces=k)
+                                + S("broadcast", "tree", n, pieces=k))
+                           for k in (1, 2, 3)),
+             CONCAT, ("reduce", "broadcast"), "allreduce", "tree"),
+    Relation("scatter_allgather broadcast = binomial scatter + ring allgather (van de Geijn)",
+             lambda n, root: same(S("broadcast", "scatter_allgather", n, root=root),
+                                  S("scatter", "binomial", n, root=root)
+                                  + S("allgather", "ring", n)),
+             CONCAT, ("scatter", "allgather"), "broadcast", "scatter_allgather", rooted=True),
+    Relation("reduce_scatter_gather reduce = ring reduce_scatter + binomial gather (Rabenseifner)",
+             lambda n, root: same(S("reduce", "reduce_scatter_gather", n, root=root),
+                                  S("reduce_scatter", "ring", n)
+                                  + S("gather", "binomial", n, root=root)),
+             CONCAT, ("reduce_scatter", "gather"), "reduce", "reduce_scatter_gather",
+             rooted=True),
+    Relation("naive allgather = naive gather + naive broadcast of the whole buffer",
+             lambda n: same(S("allgather", "naive", n),
+                            S("gather", "naive", n) + whole_buffer(S("broadcast", "naive", n), n)),
+             CONCAT, ("gather", "broadcast"), "allgather", "naive", drawn=False),
+    Relation("naive reduce_scatter = naive reduce of the whole buffer + naive scatter",
+             lambda n: same(S("reduce_scatter", "naive", n),
+                            whole_buffer(S("reduce", "naive", n), n) + S("scatter", "naive", n)),
+             CONCAT, ("reduce", "scatter"), "reduce_scatter", "naive", drawn=False),
+]
+check(CONCATENATIONS)
+
+# %% [markdown]
+# ### 2b. One per root
+#
+# n rooted collectives, the one rooted at rank r working on chunk r. For AllToAll one more
+# detail is needed. An alltoall buffer has 2n chunks: chunks 0..n-1 hold the rank's input
+# (chunk c is for rank c) and chunk n + r receives what rank r sends. So the scatter from rank r
+# writes into chunk n + r, not over the receiver's input (`into=n + r`).
+
+# %%
 def scatters_into_alltoall(n):
     """n naive scatters, the one from rank r sending its chunk c to rank c, into chunk n + r
     (the alltoall buffer: chunks 0..n-1 are the input, chunk n + r receives from rank r)."""
@@ -187,110 +321,73 @@ def transfers(schedule):
     return sorted(str(t) for round_ in schedule.rounds for t in round_)
 
 
-RS_AG = [("reduce_scatter", "allreduce", P1), ("allgather", "allreduce", P2)]
-R_B = [("reduce", "allreduce", P1), ("broadcast", "allreduce", P2)]
-RELATIONS = [
-    # AllReduce = ReduceScatter + AllGather
-    Relation("ring allreduce = ring reduce_scatter + ring allgather",
-             lambda n: same(S("allreduce", "ring", n),
-                            S("reduce_scatter", "ring", n) + S("allgather", "ring", n)),
-             RS_AG, "ring"),
-    Relation("bidirectional_ring allreduce = its reduce_scatter + its allgather",
-             lambda n: same(S("allreduce", "bidirectional_ring", n),
-                            S("reduce_scatter", "bidirectional_ring", n)
-                            + S("allgather", "bidirectional_ring", n)),
-             RS_AG, "bidirectional_ring"),
-    Relation("halving_doubling allreduce = halving reduce_scatter + doubling allgather, n = 2^k",
-             lambda n: same(S("allreduce", "halving_doubling", n),
-                            S("reduce_scatter", "halving_doubling", n)
-                            + S("allgather", "recursive_doubling", n)),
-             RS_AG, "halving_doubling (n = 2^k)", ns=[n for n in NS if power_of_two(n)]),
-    Relation("hierarchical allreduce = its reduce_scatter + its allgather, every (outer, inner)",
-             lambda n: all(same(S("allreduce", "hierarchical", (o, n // o)),
-                                S("reduce_scatter", "hierarchical", (o, n // o))
-                                + S("allgather", "hierarchical", (o, n // o)))
-                           for o in divisors(n)),
-             RS_AG, "hierarchical"),
-    # AllReduce = Reduce + Broadcast
-    Relation("naive allreduce = naive reduce + naive broadcast (the seed's Reduce then Broadcast)",
-             lambda n: same(S("allreduce", "naive", n),
-                            S("reduce", "naive", n) + S("broadcast", "naive", n)),
-             R_B, "naive"),
-    Relation("tree allreduce = tree reduce + tree broadcast, with 1, 2 or 3 pipeline pieces",
-             lambda n: all(same(S("allreduce", "tree", n, pieces=k),
-                                S("reduce", "tree", n, pieces=k)
-                                + S("broadcast", "tree", n, pieces=k))
-                           for k in (1, 2, 3)),
-             R_B, "tree"),
-    # the large-message rooted collectives
-    Relation("scatter_allgather broadcast = binomial scatter + ring allgather (van de Geijn)",
-             lambda n, root: same(S("broadcast", "scatter_allgather", n, root=root),
-                                  S("scatter", "binomial", n, root=root)
-                                  + S("allgather", "ring", n)),
-             [("scatter", "broadcast", P1), ("allgather", "broadcast", P2)], "scatter_allgather",
-             rooted=True),
-    Relation("reduce_scatter_gather reduce = ring reduce_scatter + binomial gather (Rabenseifner)",
-             lambda n, root: same(S("reduce", "reduce_scatter_gather", n, root=root),
-                                  S("reduce_scatter", "ring", n)
-                                  + S("gather", "binomial", n, root=root)),
-             [("reduce_scatter", "reduce", P1), ("gather", "reduce", P2)], "reduce_scatter_gather",
-             rooted=True),
-    # the naive unrooted collectives go through rank 0
-    Relation("naive allgather = naive gather + naive broadcast of the whole buffer",
-             lambda n: same(S("allgather", "naive", n),
-                            S("gather", "naive", n) + whole_buffer(S("broadcast", "naive", n), n)),
-             [("gather", "allgather", P1), ("broadcast", "allgather", P2)], "naive"),
-    Relation("naive reduce_scatter = naive reduce of the whole buffer + naive scatter",
-             lambda n: same(S("reduce_scatter", "naive", n),
-                            whole_buffer(S("reduce", "naive", n), n) + S("scatter", "naive", n)),
-             [("reduce", "reduce_scatter", P1), ("scatter", "reduce_scatter", P2)], "naive"),
-    # one per root
+ONE_PER_ROOT = [
     Relation("n broadcasts, one from each rank, make an allgather (naive, tree, binomial)",
              lambda n: all(is_a(one_per_root("broadcast", a, n), "allgather")
                            for a in ("naive", "tree", "binomial")),
-             [("broadcast", "allgather", EVERY_ROOT)], "naive, tree, binomial"),
+             EVERY_ROOT, ("broadcast",), "allgather", "naive, tree, binomial"),
     Relation("n reduces, one into each rank, make a reduce_scatter (naive, tree, binomial)",
              lambda n: all(is_a(one_per_root("reduce", a, n), "reduce_scatter")
                            for a in ("naive", "tree", "binomial")),
-             [("reduce", "reduce_scatter", EVERY_ROOT)], "naive, tree, binomial"),
+             EVERY_ROOT, ("reduce",), "reduce_scatter", "naive, tree, binomial"),
     Relation("n naive scatters, one from each rank, make an alltoall: the pairwise one's transfers",
              lambda n: is_a(scatters_into_alltoall(n), "alltoall")
              and transfers(scatters_into_alltoall(n)) == transfers(S("alltoall", "naive", n)),
-             [("scatter", "alltoall", EVERY_ROOT)], "naive"),
-    # reversal
+             EVERY_ROOT, ("scatter",), "alltoall", "naive"),
+]
+check(ONE_PER_ROOT)
+
+# %% [markdown]
+# ### 2c. Reversal: a schedule run backwards
+#
+# Run a fan-out backwards, with copies turned into adds, and you get a fan-in: broadcast into
+# reduce, allgather into reduce_scatter. Without the adds, scatter turns into gather and
+# reduce_scatter into allgather.
+
+# %%
+REVERSALS = [
     Relation("tree and binomial reduce = their broadcast reversed, copies made adds",
              lambda n, root: all(same(S("reduce", a, n, root=root),
                                       S("broadcast", a, n, root=root).reversed("", reduce=True))
                                  for a in ("tree", "binomial")),
-             [("broadcast", "reduce", REVERSED)], "tree, binomial", rooted=True),
+             REVERSED, ("broadcast",), "reduce", "tree, binomial", rooted=True),
     Relation("naive reduce = the naive broadcast reversed, up to the order of rounds",
              lambda n, root: same_rounds(
                  S("reduce", "naive", n, root=root),
                  S("broadcast", "naive", n, root=root).reversed("", reduce=True)),
-             [("broadcast", "reduce", REVERSED)], "naive (rounds reordered)", rooted=True),
+             REVERSED, ("broadcast",), "reduce", "naive (rounds reordered)", rooted=True),
     Relation("binomial gather = the binomial scatter reversed",
              lambda n, root: same(
                  S("gather", "binomial", n, root=root),
                  S("scatter", "binomial", n, root=root).reversed("", reduce=False)),
-             [("scatter", "gather", REVERSED)], "binomial", rooted=True),
+             REVERSED, ("scatter",), "gather", "binomial", rooted=True),
     Relation("naive gather = the naive scatter reversed, up to the order of rounds",
              lambda n, root: same_rounds(
                  S("gather", "naive", n, root=root),
                  S("scatter", "naive", n, root=root).reversed("", reduce=False)),
-             [("scatter", "gather", REVERSED)], "naive (rounds reordered)", rooted=True),
+             REVERSED, ("scatter",), "gather", "naive (rounds reordered)", rooted=True),
     Relation("an allgather reversed with adds is a reduce_scatter "
              "(ring, recursive_doubling, bruck, bidirectional_ring)",
              lambda n: all(is_a(S("allgather", a, n).reversed("", reduce=True), "reduce_scatter")
                            for a in ("ring", "recursive_doubling", "bruck", "bidirectional_ring")),
-             [("allgather", "reduce_scatter", REVERSED)],
+             REVERSED, ("allgather",), "reduce_scatter",
              "ring, recursive_doubling,\nbruck, bidirectional_ring"),
     Relation("a reduce_scatter reversed with copies is an allgather "
              "(ring, halving_doubling, naive, bidirectional_ring)",
              lambda n: all(is_a(S("reduce_scatter", a, n).reversed("", reduce=False), "allgather")
                            for a in ("ring", "halving_doubling", "naive", "bidirectional_ring")),
-             [("reduce_scatter", "allgather", REVERSED)],
+             REVERSED, ("reduce_scatter",), "allgather",
              "ring, halving_doubling,\nnaive, bidirectional_ring"),
-    # plausible, but false: their checks must fail
+]
+check(REVERSALS)
+
+# %% [markdown]
+# ### 2d. Plausible, but false
+#
+# Four relations that look right. Their checks must fail, and `check` prints where.
+
+# %%
+FALSE_ONES = [
     Relation("halving_doubling allreduce = its two halves, for every n",
              lambda n: same(S("allreduce", "halving_doubling", n),
                             S("reduce_scatter", "halving_doubling", n)
@@ -306,43 +403,10 @@ RELATIONS = [
              lambda n: same(S("allgather", "ring", n).reversed("", reduce=True),
                             S("reduce_scatter", "ring", n)), expect_false=True),
 ]
+check(FALSE_ONES)
 
 # %% [markdown]
-# `scatters_into_alltoall` needs one more detail. An alltoall buffer has 2n chunks: chunks
-# 0..n-1 hold the rank's input (chunk c is for rank c) and chunk n + r receives what rank r
-# sends. So the scatter from rank r writes into chunk n + r, not over the receiver's input.
-#
-# Now run every check:
-
-# %%
-def first_failure(relation):
-    """The first n (or (n, root)) where the relation's check fails; None if it never does."""
-    for n in relation.ns:
-        for root in (range(n) if relation.rooted else [None]):
-            holds = relation.check(n, root) if relation.rooted else relation.check(n)
-            if not holds:
-                return n if root is None else (n, root)
-    return None
-
-
-verified = []          # (source, target, kind, label) for every arrow of a relation that holds
-for relation in RELATIONS:
-    failure = first_failure(relation)
-    if relation.expect_false:
-        assert failure is not None, f"expected a counterexample: {relation.statement}"
-        where = f"n = {failure}" if not relation.rooted else "n, root = %d, %d" % failure
-        verdict = f"FALSE at {where}"
-    else:
-        assert failure is None, f"{relation.statement}: fails at {failure}"
-        verified += [(source, target, kind, relation.label)
-                     for source, target, kind in relation.arrows]
-        ns = "n = 1..16" if relation.ns == NS else "n = " + ", ".join(map(str, relation.ns))
-        verdict = f"holds, {ns}" + (", all roots" if relation.rooted else "")
-    print(f"{verdict:<32} {relation.statement}")
-
-
-# %% [markdown]
-# Why the four false ones fail:
+# Why they fail:
 #
 # - **halving_doubling at n that is not a power of two.** The allreduce folds the extra ranks
 #   into partners once, before the reduce-scatter, and unfolds them once, after the allgather.
@@ -354,13 +418,17 @@ for relation in RELATIONS:
 # - **naive allgather reversed.** Its second half sends *every* chunk to every rank, so each
 #   rank also gets back its own chunk, a harmless copy. Run backwards with adds, that copy adds a
 #   rank's block into itself twice, and `jaxcoll.verify` names the round, rank and chunk.
+# - **the ring allgather reversed** is a correct reduce_scatter (`is_a` proves it in 2c), but
+#   not jaxcoll's ring reduce_scatter: run backwards, the data goes round the ring the other
+#   way.
 #
-# The code below checks each of these explanations:
+# The code below checks the first three explanations:
 
 # %%
-for N in [n for n in NS if not power_of_two(n)]:
-    halves = S("reduce_scatter", "halving_doubling", N) + S("allgather", "recursive_doubling", N)
-    assert halves.n_rounds == S("allreduce", "halving_doubling", N).n_rounds + 2
+for n_ranks in [n for n in NS if not power_of_two(n)]:
+    halves = (S("reduce_scatter", "halving_doubling", n_ranks)
+              + S("allgather", "recursive_doubling", n_ranks))
+    assert halves.n_rounds == S("allreduce", "halving_doubling", n_ranks).n_rounds + 2
 
 backwards = S("broadcast", "naive", 4).reversed("naive broadcast reversed", reduce=True)
 print(backwards)
@@ -377,10 +445,6 @@ except jaxcoll.ScheduleError as error:
     print(error)
 
 # %% [markdown]
-# - **the ring allgather reversed** is a correct reduce_scatter (`is_a` proves it above), but
-#   not jaxcoll's ring reduce_scatter: run backwards, the data goes round the ring the other
-#   way.
-#
 # ## 3. Duality: transposes, checked with `jax.vjp`
 #
 # Every collective here is a *linear* map from all ranks' inputs to all ranks' outputs. A linear
@@ -394,36 +458,36 @@ except jaxcoll.ScheduleError as error:
 # pair around and runs the backward pass in reverse order. The gradient of jaxcoll's broadcast
 # therefore *is* a reduce that the backward pass builds by itself.
 #
-# We check each pair numerically, on 8 fake devices, from root 5. Each program computes
-# `vjp(A)(ct)` and runs jaxcoll's B on the same `ct`; both are compared with the answer computed
-# in numpy. (`jax.linear_transpose` would say the same thing more directly, but it fails on
-# jaxcoll's collectives: see the note at the end of the notebook.)
+# We check each pair numerically, on 8 fake devices (the mesh axis is named `"i"`), from root 5.
+# Each program computes `vjp(A)(ct)` and runs jaxcoll's B on the same `ct`; both are compared
+# with the answer computed in numpy. `on_every_rank` runs a per-rank function under `shard_map`
+# (rank r gets row r). The results are returned per rank (`out_specs=P("i")`), so shard_map's
+# replication check (`check_vma`) can stay on; see the README's
+# [replicated outputs](../README.md#sharp-bit-replicated-outputs-and-check_vma). Several
+# collectives in one program are chained with `after` because of a CPU-only jaxlib 0.10 bug
+# (the README's
+# [sharp bit](../README.md#sharp-bit-jaxlib-010-on-cpu-runs-independent-collectives-into-each-other)).
+# (`jax.linear_transpose` would say the same thing more directly, but it fails on jaxcoll's
+# collectives: see the note at the end of the notebook.)
 
 # %%
-n, AXIS, ROOT = 8, "ranks", 5
+n, AXIS, ROOT = 8, "i", 5
 mesh = Mesh(np.array(jax.devices()), (AXIS,))
 rng = np.random.default_rng(0)
 
 
-def per_rank(fn):
-    """shard_map(fn) on (n, ...) arrays: rank r gets row r, its result becomes row r."""
-    return jax.shard_map(lambda x: fn(x[0])[None], mesh=mesh, in_specs=P(AXIS),
-                         out_specs=P(AXIS))
-
-
-def after(value, previous):
-    """`value`, made to wait until `previous` has been computed: on jaxlib 0.10's CPU runtime two
-    independent collectives of one program must not run at the same time (README, sharp bits)."""
-    value, _ = lax.optimization_barrier((value, previous))
-    return value
+def on_every_rank(fn):
+    """jit(shard_map(fn)): rank r runs fn on row r of the input; its result is row r of the output."""
+    return jax.jit(jax.shard_map(lambda rows: fn(rows[0])[None],   # rows: (1, ...) on each rank
+                                 mesh=mesh, in_specs=P(AXIS), out_specs=P(AXIS)))
 
 
 def transpose_and_dual(A, B, x, ct):
     """(the transpose of A at ct, computed by jax.vjp; B run on ct), in one jitted program."""
     def program(x, ct):
-        y, pullback = jax.vjp(per_rank(A), x)
+        y, pullback = jax.vjp(on_every_rank(A), x)
         (transposed,) = pullback(after(ct, y))        # the backward pass runs after the forward
-        return transposed, per_rank(B)(after(ct, transposed))
+        return transposed, on_every_rank(B)(after(ct, transposed))
     return jax.jit(program)(x, ct)
 
 
@@ -439,7 +503,7 @@ def zeros_but_root(row, shape):
     return out
 
 
-m = 3                                                   # values per block
+m = 3                                                   # values per block (block = chunk)
 DUALS = [  # (A, its transpose B, x, ct, the transpose computed in numpy)
     ("broadcast", "reduce",
      lambda x: jaxcoll.broadcast(x, AXIS, root=ROOT, algorithm="binomial"),
@@ -493,7 +557,7 @@ def collectives_in(jaxpr):
 for name, builtin, shape in [("all_gather", lambda x: lax.all_gather(x, AXIS, tiled=True), (n, m)),
                              ("all_to_all", lambda x: lax.all_to_all(x, AXIS, 0, 0, tiled=True),
                               (n, n * m))]:
-    f = per_rank(builtin)
+    f = on_every_rank(builtin)
     out_shape = jax.eval_shape(f, jnp.zeros(shape)).shape
     backward = jax.make_jaxpr(lambda x, ct: jax.vjp(f, x)[1](ct))(jnp.zeros(shape),
                                                                  jnp.zeros(out_shape))
@@ -505,24 +569,22 @@ for name, builtin, shape in [("all_gather", lambda x: lax.all_gather(x, AXIS, ti
 # %% [markdown]
 # ## 4. The figure
 #
-# Now we draw the relations, using only the arrows in `verified` (section 2) and the pairs in
+# Now we draw the relations, using only those in `verified` (section 2) and the pairs in
 # `transposes` (section 3). Nothing is added by hand. There are two pictures. In both, the
 # primitives whose result ends up reduced or collected are on the left, the ones that fan data
-# out are on the right, and AllReduce (the seed's "big brother") is on top.
+# out are on the right, and AllReduce (the seed's "big brother") is in the middle.
 #
-# - **Figure 1, "built from":** an arrow A → C means A is a part of some algorithm for C. Solid
-#   blue means the first part of a concatenation, dashed blue the second part, and dotted purple
-#   "n of them, one per root". The labels name the algorithms.
-# - **Figure 2, "mirror images":** orange arrows are schedule reversal, and green double arrows
-#   join transposes checked with `jax.vjp`.
+# - **Figure 1, "built from":** a small **+** circle is a concatenation: the arrow marked
+#   "1st" and the arrow marked "2nd" go into it, and the arrow out of it points at what the
+#   two make together, labelled with the algorithms that do it. A dotted purple arrow marked
+#   **×n** means "n of them, one per root" (rank r's on chunk r).
+# - **Figure 2, "mirror images":** an orange arrow A → B means A's schedule run backwards is a
+#   B, and green double arrows join transposes checked with `jax.vjp`.
 
 # %%
-from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
-
-STYLE = {P1: dict(color="#1f5fa8", linestyle="-"), P2: dict(color="#1f5fa8", linestyle="--"),
+STYLE = {CONCAT: dict(color="#1f5fa8", linestyle="-"),
          EVERY_ROOT: dict(color="#7b3fa0", linestyle=":"), REVERSED: dict(color="#d9730d"),
          "transpose": dict(color="#2e8b3a")}
-KIND_TEXT = {P1: "1st part", P2: "2nd part", EVERY_ROOT: "n of them", REVERSED: "reversed"}
 
 
 def draw_nodes(ax, position, notes=None):
@@ -542,22 +604,33 @@ def draw_nodes(ax, position, notes=None):
     return boxes
 
 
-def draw_arrow(ax, boxes, position, source, target, style, bend=0.0, label="", at=0.5,
-               both_ways=False):
-    """An arrow from box to box, bent by `bend` (matplotlib's arc3), its label on the curve at
-    fraction `at` of the way."""
-    (x0, y0), (x1, y1) = position[source], position[target]
-    ax.add_patch(FancyArrowPatch((x0, y0), (x1, y1), patchA=boxes[source], patchB=boxes[target],
+def point_on_arc(p0, p1, bend, at):
+    """The point at fraction `at` along matplotlib's arc3 curve from p0 to p1: a quadratic
+    curve through the control point mid + bend·(dy, -dx)."""
+    (x0, y0), (x1, y1) = p0, p1
+    cx, cy = (x0 + x1) / 2 + bend * (y1 - y0), (y0 + y1) / 2 - bend * (x1 - x0)
+    return ((1 - at) ** 2 * x0 + 2 * at * (1 - at) * cx + at ** 2 * x1,
+            (1 - at) ** 2 * y0 + 2 * at * (1 - at) * cy + at ** 2 * y1)
+
+
+def tag(ax, xy, text, color, fontsize=9, bold=False):
+    """A small boxed label at xy."""
+    ax.text(*xy, text, ha="center", va="center", fontsize=fontsize, color=color,
+            fontweight="bold" if bold else "normal", zorder=5,
+            bbox=dict(boxstyle="round,pad=0.2", facecolor="white", edgecolor=color,
+                      linewidth=0.6))
+
+
+def draw_arrow(ax, start, end, style, bend=0.0, label="", at=0.5, both_ways=False, **label_kw):
+    """An arrow between two shapes (start and end: (patch, (x, y)) pairs), bent by `bend`
+    (matplotlib's arc3), with its label on the curve at fraction `at` of the way."""
+    (patch0, p0), (patch1, p1) = start, end
+    ax.add_patch(FancyArrowPatch(p0, p1, patchA=patch0, patchB=patch1,
                                  arrowstyle="<|-|>" if both_ways else "-|>", mutation_scale=16,
                                  lw=1.7, shrinkA=2, shrinkB=2, zorder=2,
                                  connectionstyle=f"arc3,rad={bend}", **style))
-    if label:  # arc3 is a quadratic curve through the control point mid + bend·(dy, -dx)
-        cx, cy = (x0 + x1) / 2 + bend * (y1 - y0), (y0 + y1) / 2 - bend * (x1 - x0)
-        lx = (1 - at) ** 2 * x0 + 2 * at * (1 - at) * cx + at ** 2 * x1
-        ly = (1 - at) ** 2 * y0 + 2 * at * (1 - at) * cy + at ** 2 * y1
-        ax.text(lx, ly, label, ha="center", va="center", fontsize=8.5, color=style["color"],
-                zorder=5, bbox=dict(boxstyle="round,pad=0.2", facecolor="white",
-                                    edgecolor=style["color"], linewidth=0.6))
+    if label:
+        tag(ax, point_on_arc(p0, p1, bend, at), label, style["color"], **label_kw)
 
 
 def new_figure(size, xlim, ylim, title):
@@ -570,50 +643,86 @@ def new_figure(size, xlim, ylim, title):
     return fig, ax
 
 
-def legend(fig, kinds):
-    handles = [plt.Line2D([], [], lw=1.7, label=text, **STYLE[kind]) for kind, text in kinds]
-    fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=10,
+def legend(fig, entries):
+    fig.legend(handles=entries, loc="lower center", ncol=len(entries), fontsize=10,
                frameon=False)
 
 
-arrows = defaultdict(list)                 # (source, target, kind) -> the algorithms' labels
-for source, target, kind, label in verified:
-    arrows[source, target, kind].append(label)
+labels = defaultdict(list)          # (kind, parts, target) -> the algorithms, one per relation
+for relation in verified:
+    labels[relation.kind, relation.parts, relation.target].append(relation.label)
 
 # %%
-BUILT_FROM = {"allreduce": (0.0, 4.5), "reduce_scatter": (-3.4, 3.0), "allgather": (3.4, 3.0),
-              "reduce": (-1.4, 1.5), "broadcast": (1.4, 1.5), "gather": (-3.4, -0.6),
-              "scatter": (3.4, -0.6), "alltoall": (0.0, -1.5)}
-# (source, target, kind) -> (bend, where along the arrow its label sits), chosen so that arrows
-# between the same two boxes stay apart and labels do not overlap
-LAYOUT = {("reduce_scatter", "allreduce", P1): (0.0, 0.45),
-          ("allgather", "allreduce", P2): (0.0, 0.45),
-          ("reduce", "allreduce", P1): (-0.15, 0.55), ("broadcast", "allreduce", P2): (0.15, 0.55),
-          ("reduce_scatter", "reduce", P1): (-0.35, 0.45),
-          ("allgather", "broadcast", P2): (0.35, 0.45),
-          ("reduce", "reduce_scatter", P1): (-0.35, 0.7),
-          ("broadcast", "allgather", P2): (0.35, 0.7),
-          ("reduce", "reduce_scatter", EVERY_ROOT): (0.0, 0.3),
-          ("broadcast", "allgather", EVERY_ROOT): (0.0, 0.3),
-          ("gather", "reduce", P2): (0.0, 0.6), ("scatter", "broadcast", P1): (0.0, 0.6),
-          ("gather", "allgather", P1): (0.0, 0.15), ("scatter", "reduce_scatter", P2): (0.0, 0.15),
-          ("scatter", "alltoall", EVERY_ROOT): (0.0, 0.5)}
+BUILT_FROM = {"reduce_scatter": (-4.2, 5.0), "allreduce": (0.0, 5.0), "allgather": (4.2, 5.0),
+              "reduce": (-2.2, 2.8), "broadcast": (2.2, 2.8),
+              "gather": (-4.2, 0.6), "scatter": (4.2, 0.6), "alltoall": (0.0, -0.3)}
+# where each concatenation's + sits, and where (relative to it) its algorithms are written
+SUMS = {(("reduce_scatter", "allgather"), "allreduce"): ((0.0, 6.4), (0.0, 0.6), "center"),
+        (("reduce", "broadcast"), "allreduce"): ((0.0, 3.5), (0.2, 0.75), "left"),
+        (("scatter", "allgather"), "broadcast"): ((4.2, 2.8), (-1.0, -0.35), "center"),
+        (("reduce_scatter", "gather"), "reduce"): ((-4.2, 2.8), (1.0, -0.35), "center")}
+# (part, target) -> the bend of an "n of them" arrow
+BENDS = {("broadcast", "allgather"): 0.0, ("reduce", "reduce_scatter"): 0.0,
+         ("scatter", "alltoall"): -0.15}
 
-fig, ax = new_figure((13, 10), (-4.5, 4.5), (-2.0, 5.0),
-                     "Figure 1. Built from: A → C means A is part of an algorithm for C "
+fig, ax = new_figure((12, 9.4), (-5.3, 5.3), (-0.9, 7.5),
+                     "Figure 1. Built from: how each primitive is made of others "
                      "(every arrow checked, n = 1..16)")
 boxes = draw_nodes(ax, BUILT_FROM)
-built_from = [key for key in arrows if key[2] != REVERSED]
-assert set(built_from) == set(LAYOUT)    # every checked arrow has a place, and only those
-for source, target, kind in built_from:
-    bend, at = LAYOUT[source, target, kind]
-    label = f"{KIND_TEXT[kind]}:\n" + "\n".join(arrows[source, target, kind])
-    draw_arrow(ax, boxes, BUILT_FROM, source, target, STYLE[kind], bend, label, at)
-legend(fig, [(P1, "first part of a concatenation A + B"), (P2, "second part"),
-             (EVERY_ROOT, "n of them, one per root (rank r's on chunk r)")])
+shape = {name: (boxes[name], BUILT_FROM[name]) for name in BUILT_FROM}  # what arrows attach to
+drawn = set()
+for (kind, parts, target), algorithms in labels.items():
+    if kind == CONCAT:
+        (x, y), (dx, dy), align = SUMS[parts, target]
+        plus = Circle((x, y), 0.24, facecolor="white", edgecolor=STYLE[CONCAT]["color"], lw=1.7,
+                      zorder=3)
+        ax.add_patch(plus)
+        ax.text(x, y, "+", ha="center", va="center", fontsize=17, fontweight="bold",
+                color=STYLE[CONCAT]["color"], zorder=4)
+        for part, which in zip(parts, ("1st", "2nd")):
+            draw_arrow(ax, shape[part], (plus, (x, y)), STYLE[CONCAT], label=which, at=0.6)
+        draw_arrow(ax, (plus, (x, y)), shape[target], STYLE[CONCAT])
+        pairs = [", ".join(algorithms[k:k + 2]) for k in range(0, len(algorithms), 2)]
+        ax.text(x + dx, y + dy, ",\n".join(pairs), ha=align, va="center", fontsize=9.5,
+                color=STYLE[CONCAT]["color"], linespacing=1.3,
+                bbox=dict(boxstyle="round,pad=0.3", facecolor="#eef3fa", edgecolor="none"))
+        drawn.add((parts, target))
+    elif kind == EVERY_ROOT:
+        (part,) = parts
+        bend = BENDS[part, target]
+        draw_arrow(ax, shape[part], shape[target], STYLE[EVERY_ROOT], bend, "×n", at=0.72,
+                   fontsize=11, bold=True)
+        middle = point_on_arc(BUILT_FROM[part], BUILT_FROM[target], bend, 0.38)
+        tag(ax, middle, "\n".join(algorithms), STYLE[EVERY_ROOT]["color"])
+        drawn.add((part, target))
+assert drawn == set(SUMS) | set(BENDS)   # every checked relation has a place, and only those
+legend(fig, [plt.Line2D([], [], lw=1.7, label="1st + 2nd → what they make together "
+                                               "(concatenation a + b)", **STYLE[CONCAT]),
+             plt.Line2D([], [], lw=1.7, label="×n: n of them, one per root "
+                                               "(rank r's on chunk r)", **STYLE[EVERY_ROOT])])
 fig.tight_layout(rect=(0, 0.04, 1, 1))
-display(fig)
-plt.close(fig)
+plt.show()
+
+# %% [markdown]
+# How to read it, starting from AllReduce in the middle:
+#
+# - **AllReduce** has two recipes: ReduceScatter + AllGather (the **+** above it: ring,
+#   bidirectional ring, Rabenseifner's halving-doubling, hierarchical) and Reduce + Broadcast
+#   (the **+** below it: naive, tree). The seed's "left and right hands" are the first recipe.
+#   The second is its "Reduce then Broadcast", which it says nobody uses because it "doubles the
+#   traffic". The recipe itself is fine: run down a (pipelined) binary tree, Reduce + Broadcast
+#   is NCCL's tree allreduce
+#   ([NVIDIA, NCCL 2.4](https://developer.nvidia.com/blog/massively-scale-deep-learning-training-nccl-2-4/)).
+#   What makes the naive one slow is that all the traffic goes through one root's link.
+# - **Broadcast and Reduce** are built from the other primitives for large messages (the two
+#   **+** on the sides): Broadcast = Scatter + AllGather (van de Geijn), Reduce = ReduceScatter +
+#   Gather (Rabenseifner).
+# - **AllGather is n Broadcasts, ReduceScatter is n Reduces, AllToAll is n Scatters** (the ×n
+#   arrows), one per root. This is the seed's "AllGather is the all-hands version of Broadcast",
+#   now checked.
+# - Not drawn: the naive allgather (gather everything to rank 0, then send the whole buffer to
+#   every rank) and the naive reduce_scatter (the same, backwards). They hold (section 2a), but
+#   they are recipes through one rank, not ways to think about the primitives.
 
 # %%
 MIRRORS = {"allreduce": (0.0, 3.2), "reduce_scatter": (-2.6, 2.0), "allgather": (2.6, 2.0),
@@ -623,38 +732,26 @@ fig, ax = new_figure((11, 8), (-3.6, 3.6), (-2.7, 3.7),
                      "Figure 2. Mirror images: reversed schedules and transposes (jax.vjp)")
 self_transposed = {a for a, b in transposes if a == b}
 boxes = draw_nodes(ax, MIRRORS, {name: "its own transpose" for name in self_transposed})
-for (source, target, kind), labels in arrows.items():
-    if kind == REVERSED:   # the fan-out -> fan-in arrow bends below the pair, its opposite above
-        draw_arrow(ax, boxes, MIRRORS, source, target, STYLE[REVERSED], -0.22,
-                   "reversed: " + "\n".join(labels))
+shape = {name: (boxes[name], MIRRORS[name]) for name in MIRRORS}
+for (kind, parts, target), algorithms in labels.items():
+    if kind == REVERSED:  # the fan-out -> fan-in arrow bends below the pair, its opposite above
+        draw_arrow(ax, shape[parts[0]], shape[target], STYLE[REVERSED], -0.22,
+                   "reversed: " + "\n".join(algorithms))
 for a, b in transposes:
     if a != b:
-        draw_arrow(ax, boxes, MIRRORS, a, b, STYLE["transpose"], 0.0, "transposes", 0.5,
+        draw_arrow(ax, shape[a], shape[b], STYLE["transpose"], 0.0, "transposes", 0.5,
                    both_ways=True)
-legend(fig, [(REVERSED, "schedule reversed (Schedule.reversed)"),
-             ("transpose", "transposes: jax.vjp of one runs the other")])
+legend(fig, [plt.Line2D([], [], lw=1.7, label="A → B: A's schedule run backwards is a B",
+                        **STYLE[REVERSED]),
+             plt.Line2D([], [], lw=1.7, label="A ↔ B: transposes (jax.vjp of one runs the other)",
+                        **STYLE["transpose"])])
 fig.tight_layout(rect=(0, 0.04, 1, 1))
-display(fig)
-plt.close(fig)
+plt.show()
 
 # %% [markdown]
-# How to read it, starting from the top:
-#
-# - **AllReduce** has two recipes: ReduceScatter + AllGather (ring, bidirectional ring,
-#   Rabenseifner's halving-doubling, hierarchical) and Reduce + Broadcast (naive, tree). The
-#   seed's "left and right hands" are the first recipe. The second is its "Reduce then
-#   Broadcast", which it says nobody uses because it "doubles the traffic". The recipe itself is
-#   fine: run down a (pipelined) binary tree, Reduce + Broadcast is NCCL's tree allreduce
-#   ([NVIDIA, NCCL 2.4](https://developer.nvidia.com/blog/massively-scale-deep-learning-training-nccl-2-4/)).
-#   What makes the naive one slow is that all the traffic goes through one root's link.
-# - **Broadcast and Reduce** are built from the other primitives for large messages:
-#   Broadcast = Scatter + AllGather (van de Geijn), Reduce = ReduceScatter + Gather
-#   (Rabenseifner).
-# - **AllGather is n Broadcasts, ReduceScatter is n Reduces, AllToAll is n Scatters**, one per
-#   root. This is the seed's "AllGather is the all-hands version of Broadcast", now checked.
-# - **Figure 2:** each fan-in is a fan-out run backwards. These are the same pairs that
-#   `jax.vjp` transposes into each other, since reverse-mode autodiff runs a program backwards.
-#   AllReduce and AllToAll are their own transposes.
+# **Figure 2:** each fan-in is a fan-out run backwards. These are the same pairs that `jax.vjp`
+# transposes into each other, since reverse-mode autodiff runs a program backwards. AllReduce
+# and AllToAll are their own transposes.
 #
 # A remark on the seed's "拆成 ReduceScatter + AllGather，通信量直接减半" ("splitting AllReduce
 # into ReduceScatter + AllGather halves the communication"): the concatenation is *equal* to the
@@ -667,9 +764,11 @@ plt.close(fig)
 #
 # `jaxcoll.cost(schedule, N, alpha=, beta=, gamma=)` prices a schedule in the α-β-γ model. Each
 # `ppermute` costs α plus β per byte of the largest transfer it carries, plus γ per byte if it
-# adds, and the model assumes the ppermutes run one after another. Pricing with α = 1
-# (β = γ = 0) counts the messages. With β = 1 it gives the bytes on the critical path (the
-# largest transfer of each ppermute, added up), and with γ = 1 the bytes reduced on it. The breakdown also reports the bytes the busiest rank sends and reduces in total.
+# adds, and the model assumes the ppermutes run one after another. (A round is usually one
+# `ppermute`; the bidirectional ring's rounds are two.) Pricing with α = 1 (β = γ = 0) counts
+# the messages. With β = 1 it gives the bytes on the critical path (the largest transfer of each
+# ppermute, added up), and with γ = 1 the bytes reduced on it. The breakdown also reports the
+# bytes the busiest rank sends and reduces in total.
 #
 # N is the buffer one rank works on: the message for allreduce, broadcast and reduce; the input
 # for reduce_scatter, scatter and alltoall; the output for allgather and gather. Formulas are
@@ -785,11 +884,16 @@ display(Markdown("\n".join(header + rows)))
 # Every formula matches the model term for term, except the **bidirectional ring**'s. That one
 # is not an error in the arithmetic: the model and the textbook make different assumptions.
 # The bidirectional ring sends half the data each way round, so every rank sends on both its
-# links in every round. jaxcoll runs that as *two* `ppermute`s per round, and the model charges
-# every `ppermute` as if it ran after the one before. So it counts twice the α and the whole N
-# on the critical path. The textbook assumes full-duplex links, where the two directions run at
-# the same time. The assert below pins that down: a change in either the schedule or the model
-# would show up here.
+# links in every round. The textbook assumes **full-duplex** links: each rank can send to its
+# left and its right neighbour at the same time, both at full speed. jaxcoll runs that as *two*
+# `ppermute`s per round, and the model charges every `ppermute` as if it ran after the one
+# before. So it counts twice the α, and the same β as the one-way ring (both halves of the data
+# end up on the critical path).
+#
+# The consequence: in jaxcoll's model the bidirectional ring is strictly worse than the ring
+# (for an allreduce at n = 8, 28α against 14α, with the same β and γ), so `algorithm="auto"`
+# never picks it. It is there to be studied and measured. The cell below pins both facts down:
+# a change in the schedule or the model would show up here.
 
 # %%
 assert [(p, a) for p, a, *_ in mismatches] == [("allreduce", "bidirectional_ring"),
@@ -797,8 +901,17 @@ assert [(p, a) for p, a, *_ in mismatches] == [("allreduce", "bidirectional_ring
                                                ("allgather", "bidirectional_ring")]
 for primitive, algorithm, (a, b, g), (ta, tb, tg) in mismatches:
     assert (a, b, g) == (2 * ta, 2 * tb, tg)    # twice the α and the β, the same γ
+    ring = model_terms(S(primitive, "ring", n))
+    assert (a, b, g) == (2 * ring[0], ring[1], ring[2])  # the ring's β and γ, twice its α
     print(f"{primitive} {algorithm}: model {coefficients(a, b, g)}, "
-          f"full-duplex textbook {coefficients(ta, tb, tg)}")
+          f"full-duplex textbook {coefficients(ta, tb, tg)}, ring {coefficients(*ring)}")
+
+choices = {jaxcoll.choose(primitive, n_ranks, 2.0 ** e, jaxcoll.calibration(c))
+           for primitive in ("allreduce", "reduce_scatter", "allgather")
+           for n_ranks in (2, 4, 8, 16) for e in range(6, 33, 2) for c in ("cpu", "gpu")}
+assert "bidirectional_ring" not in choices
+print("auto never chose bidirectional_ring (allreduce, reduce_scatter, allgather; n = 2, 4, 8, "
+      "16; 64 bytes to 4 GiB; cpu.json and gpu.json)")
 
 # %% [markdown]
 # Two columns that often confuse:
@@ -848,22 +961,25 @@ print("  ring allgather      =", coefficients(*terms_of("allgather", "ring")))
 #   with the same bytes. Its value is the sharded state between the halves and the overlap with
 #   compute.
 # - Costs at n = 8 match the textbook α-β-γ formulas for every algorithm, except the
-#   bidirectional ring, where the model charges both directions as if one ran after the other.
+#   bidirectional ring, where the model charges both directions as if one ran after the other:
+#   in the model it is strictly worse than the ring, and `auto` never picks it.
 #
 # **A library note.** `jax.linear_transpose` (rather than `jax.vjp`) fails on jaxcoll's
 # collectives on jax 0.10. The copy-only schedules move floats as their bits inside a
 # `custom_jvp` (`lax.bitcast_convert_type` has no transpose rule), and the reducing ones write
 # with a scatter whose transpose needs unique indices. `jax.vjp` and `jax.grad` go through the
-# custom rule and work, as above.
+# custom rule and work, as above. The `custom_jvp` differentiates the float path (the same
+# `ppermute`s, run on the floats themselves), so the transpose `jax.vjp` computes is still JAX's
+# reversal of the `ppermute`s, as section 3 says.
 #
 # ## Try it
 #
 # Figure 1 shows AllToAll as n Scatters, one from each rank. Is it also n **Gathers**, one into
 # each rank? Write `gathers_into_alltoall(n)` the way `scatters_into_alltoall` is written, then
 # run the check cell. It asks `is_a(..., "alltoall")` for n = 1..16 and compares the transfers
-# with the pairwise alltoall's. If your relation holds, add it to `RELATIONS` (arrow
-# `("gather", "alltoall", EVERY_ROOT)`, with a place in `LAYOUT`) and rerun the cells from
-# section 2 on: the new arrow appears in Figure 1 by itself.
+# with the pairwise alltoall's. If your relation holds, add it to `ONE_PER_ROOT` (with
+# `EVERY_ROOT, ("gather",), "alltoall", "naive"`, and a bend in `BENDS`) and rerun the cells
+# from section 2 on: the new arrow appears in Figure 1 by itself.
 #
 # *Hint:* start from `S("gather", "naive", n, root=r)`. Each of its transfers `t` goes from
 # `t.src` to r and carries chunk `t.src`. In the alltoall buffer, rank `t.src`'s block for rank

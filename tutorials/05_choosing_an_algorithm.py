@@ -22,8 +22,8 @@
 #
 # **You will learn**
 #
-# - the α-β-γ cost model, and why every algorithm is a trade between *how many messages* (α)
-#   and *how many bytes* (β);
+# - the α-β-γ cost model, and why every algorithm is a trade between *how many `ppermute`s*
+#   (α) and *how many bytes* (β);
 # - where the crossover between latency-optimal and bandwidth-optimal algorithms sits, and why
 #   it is proportional to α/β;
 # - what the model predicts and what 8 fake CPU devices measure, and where they disagree;
@@ -34,6 +34,10 @@
 #
 # **Prerequisites**: Python and numpy. Notebooks 01-04 build the ring, the trees and the other
 # primitives step by step; this one explains every term it uses, so it can be read on its own.
+#
+# **Notation.** The seed writes N for the number of ranks; here **n = number of ranks** and
+# **N = bytes per rank** (the size of the buffer each rank allreduces). Sizes are binary (KiB,
+# MiB); bandwidths are in GB/s = 10⁹ bytes per second, as nccl-tests and NVIDIA report them.
 
 # %%
 import os
@@ -41,6 +45,8 @@ os.environ["JAX_PLATFORMS"] = "cpu"          # fake devices live on the CPU, eve
 import jax
 jax.config.update("jax_num_cpu_devices", 8)  # 8 fake CPU devices; must come before any JAX work
 
+import contextlib
+import io
 import math
 import statistics
 import tempfile
@@ -55,9 +61,23 @@ from matplotlib.ticker import FuncFormatter
 
 import jaxcoll
 from jaxcoll.bench import busbw_factor, time_alternating
-from jaxcoll.model import ranking  # the list explain() prints and auto takes the first of
 
-N_RANKS = 8
+n_ranks = 8
+AXIS = "i"
+mesh = Mesh(np.array(jax.devices()), (AXIS,))
+
+
+def on_every_rank(fn):
+    """jit(shard_map(fn)): rank r runs fn on row r of the input; its result is row r of the output."""
+    return jax.jit(jax.shard_map(lambda rows: fn(rows[0])[None],   # rows: (1, ...) on each rank
+                                 mesh=mesh, in_specs=P(AXIS), out_specs=P(AXIS)))
+
+
+def priced(n, nbytes, calibration):
+    """{algorithm: jaxcoll.Cost} of an allreduce of nbytes per rank on n ranks, priced as auto
+    prices them: the ranking jaxcoll.explain returns, with its printout thrown away."""
+    with contextlib.redirect_stdout(io.StringIO()):
+        return dict(jaxcoll.explain("allreduce", n, nbytes, calibration))
 
 
 def human(nbytes):
@@ -73,39 +93,57 @@ print(jax.devices()[:2], "...", len(jax.devices()), "devices")
 # %% [markdown]
 # ## 1. The model in two numbers
 #
-# jaxcoll runs every algorithm as rounds of `ppermute`s (each rank sends at most one message and
-# receives at most one per `ppermute`). The **α-β-γ model** prices each `ppermute` as
+# jaxcoll runs every algorithm as rounds of `ppermute`s. In one `ppermute` all ranks send at
+# once, each at most one message (and each receives at most one); a round of a schedule is
+# usually one `ppermute` (the bidirectional ring's rounds are two, one each way round). The
+# **α-β-γ model** prices each `ppermute` by its *largest* transfer, since it finishes when
+# that one does:
 #
-# $$ t = \alpha + (\text{bytes sent})\cdot\beta + (\text{bytes reduced})\cdot\gamma $$
+# $$ t = \alpha + (\text{bytes of the largest transfer})\cdot\beta \;\bigl(+\; \text{the same bytes}\cdot\gamma \text{ if the receivers add them in}\bigr) $$
 #
-# - **α** (seconds per message): the start-up cost: launching the transfer, synchronising
+# - **α** (seconds per `ppermute`): the start-up cost: launching the transfer, synchronising
 #   with the partner. The seed's 启动开销 ("start-up cost").
 # - **β** (seconds per byte): 1 / link bandwidth.
 # - **γ** (seconds per byte): the cost of adding the received bytes in.
 #
-# So an algorithm is summed up by three counts: how many `ppermute`s it makes one after another
-# (each pays α), and how many bytes the busiest rank sends and adds (β, γ). `jaxcoll.cost`
-# reads them off the schedule. Here they are for an allreduce of N bytes per rank on 8 ranks:
+# An algorithm's time is the sum over its `ppermute`s, one after another. So it is summed up by
+# three counts, which `jaxcoll.cost` reads off the schedule: how many `ppermute`s (each pays α),
+# and how many bytes the β and γ terms charge: the largest transfer of each `ppermute`, summed,
+# i.e. the bytes **on the critical path**. That is not what the busiest rank sends in total:
+# in a tree, most ranks wait while one level sends, and the waiting costs time too. The last
+# column gives that per-rank total for comparison (it is what `jaxcoll.explain` prints as
+# "B sent"; it is not the β term). Here they are for an allreduce of N bytes per rank on 8 ranks:
 
 # %%
-N = 1 << 20  # any size: every count below is a multiple of it
+N = 1 << 20  # bytes per rank; any size will do: every count below is a multiple of it
 ALGORITHMS = ["naive", "ring", "tree", "double_tree", "recursive_doubling", "halving_doubling"]
 
-print(f"allreduce on n = {N_RANKS} ranks, N bytes per rank")
-print(f"{'algorithm':<20} {'messages (x α)':>15} {'sent (x N·β)':>14} {'reduced (x N·γ)':>16}")
-counts = {}
+print(f"allreduce on n = {n_ranks} ranks, N bytes per rank")
+print(f"{'algorithm':<20} {'ppermutes':>9} {'β term':>8} {'γ term':>8} {'busiest rank sends':>19}")
+print(f"{'':<20} {'(x α)':>9} {'(x N·β)':>8} {'(x N·γ)':>8} {'(x N)':>19}")
+counts = {}  # name -> {"ppermutes", "beta_bytes", "gamma_bytes", "busiest_sends"}
 for name in ALGORITHMS + ["bidirectional_ring"]:
-    c = jaxcoll.cost(jaxcoll.schedule("allreduce", name, N_RANKS), N, alpha=1, beta=0)
-    counts[name] = c
-    print(f"{name:<20} {c.messages:>15} {c.bytes_sent / N:>14.3f} {c.bytes_reduced / N:>16.3f}")
+    schedule = jaxcoll.schedule("allreduce", name, n_ranks)
+    counts[name] = {
+        "ppermutes": jaxcoll.cost(schedule, N, alpha=1, beta=0, gamma=0).messages,
+        "beta_bytes": jaxcoll.cost(schedule, N, alpha=0, beta=1, gamma=0).seconds,   # β = 1: seconds = bytes
+        "gamma_bytes": jaxcoll.cost(schedule, N, alpha=0, beta=0, gamma=1).seconds,  # γ = 1: likewise
+        "busiest_sends": jaxcoll.cost(schedule, N, alpha=0, beta=0).bytes_sent,      # one rank's total
+    }
+    c = counts[name]
+    print(f"{name:<20} {c['ppermutes']:>9} {c['beta_bytes'] / N:>8.3f} {c['gamma_bytes'] / N:>8.3f} "
+          f"{c['busiest_sends'] / N:>19.3f}")
 
 # The textbook formulas, checked against the schedules (n = 8, log2 n = 3):
-n, log_n = N_RANKS, int(math.log2(N_RANKS))
-assert (counts["ring"].messages, counts["ring"].bytes_sent) == (2 * (n - 1), 2 * (n - 1) / n * N)
-assert counts["ring"].bytes_reduced == (n - 1) / n * N
-assert (counts["recursive_doubling"].messages, counts["recursive_doubling"].bytes_sent) == (log_n, log_n * N)
-assert (counts["halving_doubling"].messages, counts["halving_doubling"].bytes_sent) == (2 * log_n, 2 * (n - 1) / n * N)
-assert counts["naive"].messages == 2 * (n - 1)
+n, log_n = n_ranks, int(math.log2(n_ranks))
+ring, rd, hd, tree = (counts[a] for a in ["ring", "recursive_doubling", "halving_doubling", "tree"])
+assert (ring["ppermutes"], ring["beta_bytes"], ring["gamma_bytes"]) == (2 * (n - 1), 2 * (n - 1) / n * N, (n - 1) / n * N)
+assert (rd["ppermutes"], rd["beta_bytes"], rd["gamma_bytes"]) == (log_n, log_n * N, log_n * N)
+assert (hd["ppermutes"], hd["beta_bytes"]) == (2 * log_n, 2 * (n - 1) / n * N)
+assert counts["naive"]["ppermutes"] == 2 * (n - 1)
+assert counts["bidirectional_ring"]["ppermutes"] == 2 * ring["ppermutes"]  # two ppermutes a round
+assert tree["beta_bytes"] == tree["ppermutes"] * N     # every ppermute of the tree moves a whole buffer
+assert tree["busiest_sends"] < tree["beta_bytes"]      # ... but no rank sends in all of them
 # ... and the time they add up to, for arbitrary α, β, γ (ring: 2(n-1)α + 2(n-1)/n·Nβ + (n-1)/n·Nγ)
 a, b, g = 3e-5, 2e-10, 5e-11
 ring_seconds = jaxcoll.cost(jaxcoll.schedule("allreduce", "ring", n), N, alpha=a, beta=b, gamma=g).seconds
@@ -116,23 +154,26 @@ assert math.isclose(rd_seconds, log_n * (a + N * b + N * g))
 # %% [markdown]
 # Read the table as a menu of trade-offs:
 #
-# - **ring** sends the least any allreduce can send, 2(n-1)/n·N (nccl-tests derives this lower
-#   bound in [doc/PERFORMANCE.md](https://github.com/NVIDIA/nccl-tests/blob/master/doc/PERFORMANCE.md)),
-#   but in 2(n-1) = 14 messages one after another (only naive and the bidirectional ring
-#   have as many or more).
-# - **recursive doubling** needs only log₂ n = 3 messages: in round k every rank swaps its
-#   *whole* buffer with the rank 2^k away and adds. Fewest α, but log₂ n·N bytes: the most β
-#   among the good ones.
-# - **halving-doubling** (Rabenseifner) gets ring's bytes in 2 log₂ n = 6 messages at
+# - **ring** sends the least any allreduce can send, 2(n-1)/n·N per rank (nccl-tests derives
+#   this lower bound in [doc/PERFORMANCE.md](https://github.com/NVIDIA/nccl-tests/blob/master/doc/PERFORMANCE.md)),
+#   and all ranks send at once, so its β term is that too; but it takes 2(n-1) = 14
+#   `ppermute`s one after another (only naive and the bidirectional ring have as many or more).
+# - **recursive doubling** needs only log₂ n = 3 `ppermute`s: in round k every rank swaps its
+#   *whole* buffer with the rank 2^k away and adds. Fewest α, but log₂ n·N bytes: the largest
+#   β term among the good ones.
+# - **halving-doubling** (Rabenseifner) gets ring's bytes in 2 log₂ n = 6 `ppermute`s at
 #   powers of two: a reduce-scatter by recursive halving, then an allgather by doubling.
-# - **tree** and **double_tree** sit between: 8 rounds here, 4 up the tree and 4 down (a parent
-#   hears from its two children one after the other), each moving the whole buffer (tree) or
-#   half of it (double_tree, whose two trees each carry one half).
-# - **naive** (the seed's "Reduce then Broadcast") has ring's 14 messages *and* the most bytes.
-# - **bidirectional_ring** sends half the data each way round the ring: the same bytes per
-#   rank as ring, but two `ppermute`s per round, so twice ring's α. It pays off where a rank can
-#   drive its links to both neighbours at once, which this model, pricing one `ppermute` after
-#   another, does not describe.
+# - **tree** and **double_tree** sit between in α: 8 `ppermute`s here, 4 up the tree and 4 down
+#   (a parent hears from its two children one after the other). Each moves the whole buffer
+#   (tree) or half of it (double_tree, whose two trees each carry one half), so the β term is
+#   8·N or 4·N, although no rank sends more than 3·N or 2·N: while one level of the tree sends,
+#   the other levels wait.
+# - **naive** (the seed's "Reduce then Broadcast") has ring's 14 `ppermute`s *and* the largest
+#   β term: the root receives 7 whole buffers one after another, then sends 7.
+# - **bidirectional_ring** sends half the data each way round the ring: the same bytes as ring,
+#   but two `ppermute`s per round, so twice ring's α. It pays off where a rank can drive its
+#   links to both neighbours at once, which this model, pricing one `ppermute` after another,
+#   does not describe.
 #
 # Here is recursive doubling, the latency-optimal one, drawn (rows are ranks, a cell's stripes
 # are the ranks whose data it holds, dashed arrows add into the receiver):
@@ -146,14 +187,14 @@ Image(filename=str(path))
 # ## 2. Predicted time against message size: the crossover
 #
 # Put numbers on α, β, γ and each algorithm becomes a line `time(N)`. jaxcoll ships a
-# calibration measured on these 8 fake CPU devices (`jaxcoll.calibration("cpu")`); `auto`
-# uses it. On log-log axes every line is flat (α-bound) at small N and rises with slope 1
-# (β-bound) at large N. The left panel shows the times; the right one each algorithm's time
+# calibration measured on 8 fake CPU devices of a shared 2-core machine
+# (`jaxcoll.calibration("cpu")`); `auto` uses it on CPU. On log-log axes every line is flat
+# (α-bound) at small N and rises with slope 1 (β-bound) at large N. The left panel shows the times; the right one each algorithm's time
 # divided by the fastest's at that size, which makes the crossovers easy to see.
 
 # %%
 cpu = jaxcoll.calibration("cpu")
-print(f"shipped CPU calibration: α = {cpu.alpha * 1e6:.0f} us, β = {cpu.beta:.3g} s/B "
+print(f"shipped CPU calibration: α = {cpu.alpha * 1e6:.0f} µs, β = {cpu.beta:.3g} s/B "
       f"({1 / cpu.beta / 1e9:.2f} GB/s), γ = {cpu.gamma:.3g} s/B\n  source: {cpu.source}")
 
 COLORS = {"naive": "tab:gray", "ring": "tab:blue", "tree": "tab:green",
@@ -164,12 +205,8 @@ sizes = 2.0 ** np.arange(6, 28.01, 0.125)  # 64 B .. 256 MiB per rank
 
 def predicted_curves(n, calibration, names=ALGORITHMS):
     """{algorithm: predicted seconds at each of `sizes`}, as auto prices them."""
-    curves = {name: [] for name in names}
-    for size in sizes:
-        for name, c in ranking("allreduce", n, size, calibration):
-            if name in curves:
-                curves[name].append(c.seconds)
-    return {name: np.array(t) for name, t in curves.items()}
+    at_each_size = [priced(n, size, calibration) for size in sizes]
+    return {name: np.array([costs[name].seconds for costs in at_each_size]) for name in names}
 
 
 def auto_regions(n, calibration):
@@ -194,33 +231,43 @@ def label_regions(ax, regions):
                 va="top", ha="left", fontsize=8, color=COLORS[pick])
 
 
-def plot_curves(ax_time, ax_ratio, curves, regions, title):
+RATIO_TOP = 5  # the right panel's y limit
+
+
+def plot_curves(fig, ax_time, ax_ratio, curves, regions, title):
     best = np.min(list(curves.values()), axis=0)
     for name, t in curves.items():
         ax_time.loglog(sizes, t * 1e6, color=COLORS[name], label=name, lw=2)
-        ax_ratio.semilogx(sizes, t / best, color=COLORS[name], label=name, lw=2)
+        ax_ratio.semilogx(sizes, t / best, color=COLORS[name], lw=2)
     label_regions(ax_ratio, regions)
     for ax in (ax_time, ax_ratio):
         ax.xaxis.set_major_formatter(bytes_axis)
         ax.set_xticks([4.0 ** k for k in range(3, 15)])
+        ax.tick_params(axis="x", labelrotation=45)
         ax.set_xlabel("bytes per rank (N)")
         ax.grid(True, which="major", alpha=0.3)
-    ax_time.set_ylabel("predicted time (us)")
-    ax_ratio.set_ylabel("time / fastest algorithm's")
-    ax_ratio.set_ylim(0.9, 5)
+    ax_time.set_ylabel("predicted time (µs)")
+    ax_ratio.set_ylabel("time / fastest algorithm's time")
+    ax_ratio.set_ylim(0.9, RATIO_TOP)
     ax_time.set_title(title)
     ax_ratio.set_title("relative to the fastest; dotted: where auto switches to the named one")
-    ax_time.legend(fontsize=9)
+    # the lines that leave the top of the right panel, said in words
+    off_top = [f"{name} leaves the top:\n{(t / best).min():.1f}x to {(t / best).max():.1f}x the fastest"
+               for name, t in curves.items() if (t / best).max() > RATIO_TOP]
+    if off_top:
+        ax_ratio.text(0.06, 0.6, "\n".join(off_top), transform=ax_ratio.transAxes,
+                      va="center", fontsize=9,
+                      bbox=dict(facecolor="white", edgecolor="gray", alpha=0.9))
+    fig.legend(*ax_time.get_legend_handles_labels(), loc="lower center", ncol=len(curves),
+               fontsize=10, frameon=False)
 
 
-cpu_curves = predicted_curves(N_RANKS, cpu)
-cpu_regions = auto_regions(N_RANKS, cpu)
-fig, (left, right) = plt.subplots(1, 2, figsize=(14, 5))
-plot_curves(left, right, cpu_curves, cpu_regions,
-            f"allreduce on {N_RANKS} ranks, model with the shipped CPU calibration")
-for ax in (left, right):
-    ax.tick_params(axis="x", labelrotation=45)
-plt.tight_layout()
+cpu_curves = predicted_curves(n_ranks, cpu)
+cpu_regions = auto_regions(n_ranks, cpu)
+fig, (left, right) = plt.subplots(1, 2, figsize=(14, 5.5))
+plot_curves(fig, left, right, cpu_curves, cpu_regions,
+            f"allreduce on {n_ranks} ranks, model with the shipped CPU calibration")
+plt.tight_layout(rect=(0, 0.06, 1, 1))  # room for the shared legend at the bottom
 plt.show()
 
 for (start, pick), nxt in zip(cpu_regions, cpu_regions[1:] + [(sizes[-1] * 2, None)]):
@@ -231,22 +278,22 @@ for (start, pick), nxt in zip(cpu_regions, cpu_regions[1:] + [(sizes[-1] * 2, No
 # message into pieces, one more per 16 MiB, up to 8.)
 #
 # The picture is the lecture's rule made precise, with one correction. **Small messages want
-# few messages; large messages want few bytes.** At the small end the winner is the algorithm
-# with the fewest `ppermute`s; at the large end, the one that sends the fewest bytes (with the
-# fewest `ppermute`s among those). Checked:
+# few `ppermute`s; large messages want few bytes.** At the small end the winner is the
+# algorithm with the fewest `ppermute`s; at the large end, the one with the smallest β term
+# (with the fewest `ppermute`s among those). Checked:
 
 # %%
 small_winner = cpu_regions[0][1]
 large_winner = cpu_regions[-1][1]
-fewest_messages = min(counts[a].messages for a in ALGORITHMS)
-fewest_bytes = min(counts[a].bytes_sent for a in ALGORITHMS)
-assert counts[small_winner].messages == fewest_messages
-assert counts[large_winner].bytes_sent == fewest_bytes
-assert counts[large_winner].messages == min(counts[a].messages for a in ALGORITHMS
-                                            if counts[a].bytes_sent == fewest_bytes)
-print(f"small messages: {small_winner} ({counts[small_winner].messages} messages)")
-print(f"large messages: {large_winner} ({counts[large_winner].bytes_sent / N:.3f}·N bytes sent, "
-      f"{counts[large_winner].messages} messages)")
+fewest_ppermutes = min(counts[a]["ppermutes"] for a in ALGORITHMS)
+fewest_bytes = min(counts[a]["beta_bytes"] for a in ALGORITHMS)
+assert counts[small_winner]["ppermutes"] == fewest_ppermutes
+assert counts[large_winner]["beta_bytes"] == fewest_bytes
+assert counts[large_winner]["ppermutes"] == min(counts[a]["ppermutes"] for a in ALGORITHMS
+                                                if counts[a]["beta_bytes"] == fewest_bytes)
+print(f"small messages: {small_winner} ({counts[small_winner]['ppermutes']} ppermutes)")
+print(f"large messages: {large_winner} (β term {counts[large_winner]['beta_bytes'] / N:.3f}·N bytes, "
+      f"{counts[large_winner]['ppermutes']} ppermutes)")
 
 # %% [markdown]
 # **Where is the crossover?** Set the two times equal. Recursive doubling costs
@@ -254,9 +301,9 @@ print(f"large messages: {large_winner} ({counts[large_winner].bytes_sent / N:.3f
 #
 # $$ N^* = \frac{3\alpha}{1.25\,\beta + 2.125\,\gamma} $$
 #
-# of the order of **α/β**: the number of bytes a link moves in the time one message starts up. Every
-# crossover of this model has that form (a difference in message counts times α, over a
-# difference in bytes times β and γ), so *halve α and all the crossovers move down by half*.
+# of the order of **α/β**: the number of bytes a link moves in the time one `ppermute` starts
+# up. Every crossover of this model has that form (a difference in `ppermute` counts times α,
+# over a difference in β and γ terms), so *halve α and all the crossovers move down by half*.
 # Checked on the shipped calibration:
 
 # %%
@@ -272,10 +319,10 @@ print(f"α/β = {human(cpu.alpha / cpu.beta)}; recursive doubling -> halving-dou
 
 # %% [markdown]
 # **And the seed's tree?** The lecture says to switch from ring to *tree* for small messages.
-# The model agrees that tree beats ring below some size, since a tree needs fewer rounds than
-# a ring (8 against 14 here; O(log n) against 2(n-1) in general). But on 8 ranks the tree is
-# never the *best* allreduce in this model: recursive doubling needs fewer messages still, and
-# halving-doubling sends fewer bytes. Computed:
+# The model agrees that tree beats ring below some size, since a tree needs fewer `ppermute`s
+# than a ring (8 against 14 here; O(log n) against 2(n-1) in general). But on 8 ranks the tree
+# is never the *best* allreduce in this model: recursive doubling needs fewer `ppermute`s
+# still, and halving-doubling moves fewer bytes. Computed:
 
 # %%
 fastest_time = np.min(list(cpu_curves.values()), axis=0)  # at each size
@@ -296,31 +343,33 @@ assert len(tree_best) == 0
 # ([NCCL 2.4 blog](https://developer.nvidia.com/blog/massively-scale-deep-learning-training-nccl-2-4/)).
 # The pairs of recursive doubling and halving-doubling also talk to partners n/2 ranks away,
 # which on a real network may sit behind another switch, exactly the seed's warning; a ring
-# only ever talks to its neighbours. The one-α-one-β model cannot see that. Section 7 adds a
-# second link type to it.
+# only ever talks to its neighbours, but a ring that spans nodes always has a neighbour pair
+# across a node boundary, so every one of its 2(n−1) steps runs at network speed (section 7).
+# The one-α-one-β model cannot see any of that. Section 7 adds a second link type to it.
 
 # %% [markdown]
 # ## 3. Measured on the fake CPU devices
 #
 # Now the algorithms run on the 8 fake devices, at four sizes on both sides of the predicted
 # crossover (double_tree is left out to keep the notebook quick). Each algorithm is one jitted
-# program holding one allreduce. Its result, and `lax.psum`'s (`algorithm="xla"`), is checked
-# bit for bit against the exact sum, on integer-valued inputs whose sums are exact in any
-# order. Then the programs are timed in alternation
-# (`jaxcoll.bench.time_alternating`: every round calls each program once, the first one
-# rotating, so drift hits all alike), and we keep medians.
+# program holding one allreduce (`on_every_rank`, defined at the top: row r of the input is rank
+# r's buffer). One collective per program also keeps clear of a CPU-only jaxlib 0.10 bug, in
+# which independent collectives of one program can crash it (the README's
+# [sharp bit](../README.md#sharp-bit-jaxlib-010-on-cpu-runs-independent-collectives-into-each-other)).
+# Each result, and `lax.psum`'s (`algorithm="xla"`), is checked bit for bit against the exact
+# sum, on integer-valued inputs whose sums are exact in any order. Then the programs are timed
+# in alternation (`jaxcoll.bench.time_alternating`: every round calls each program once, the
+# first one rotating, so drift hits all alike), and we keep medians.
 
 # %%
-mesh = Mesh(np.array(jax.devices()), ("i",))
 MEASURED = ["xla", "ring", "tree", "recursive_doubling", "halving_doubling"]
-MEASURE_SIZES = [1 << 10, 1 << 15, 1 << 19, 1 << 22]  # bytes per rank
+MEASURE_SIZES = [1 << 10, 1 << 15, 1 << 19, 1 << 22]  # bytes per rank: 1 KiB, 32 KiB, 512 KiB, 4 MiB
 ITERS = 5  # few: each size compiles one program per algorithm, which is most of the time
 
 
 def allreduce_program(algorithm):
-    """jit(shard_map) of one allreduce: (8 * count,) sharded over "i" -> the same."""
-    return jax.jit(jax.shard_map(lambda x: jaxcoll.allreduce(x, "i", algorithm=algorithm),
-                                 mesh=mesh, in_specs=P("i"), out_specs=P("i")))
+    """One allreduce on every rank: (n_ranks, count) -> (n_ranks, count), each row the sum."""
+    return on_every_rank(lambda v: jaxcoll.allreduce(v, AXIS, algorithm=algorithm))
 
 
 programs = {name: allreduce_program(name) for name in MEASURED}
@@ -329,9 +378,9 @@ measured = {}  # (algorithm, size) -> median seconds
 began = time.perf_counter()
 for size in MEASURE_SIZES:
     count = size // 4  # float32 elements per rank
-    values = rng.integers(-8, 9, size=N_RANKS * count).astype(np.float32)  # exact sums
-    x = jax.device_put(values, NamedSharding(mesh, P("i")))
-    expected = np.tile(values.reshape(N_RANKS, count).sum(axis=0), N_RANKS)  # every rank: the sum
+    values = rng.integers(-8, 9, size=(n_ranks, count)).astype(np.float32)  # (n_ranks, count): exact sums
+    x = jax.device_put(values, NamedSharding(mesh, P(AXIS)))
+    expected = np.tile(values.sum(axis=0), (n_ranks, 1))  # (n_ranks, count): every rank gets the sum
     for name, program in programs.items():  # compiles, and checks every result bit for bit
         np.testing.assert_array_equal(np.asarray(program(x)), expected)
     times = time_alternating(programs, x, iters=ITERS)
@@ -354,11 +403,11 @@ for name in MEASURED:
               name != "xla" else "s--", color=COLORS[name], ms=7, label=f"{name} (measured)")
 ax.set_xlim(2 ** 9, 2 ** 23)
 ax.set_ylim(0.1, 200)
-ax.xaxis.set_major_formatter(bytes_axis)
-ax.set_xticks([4.0 ** k for k in range(5, 12)])
+ax.set_xticks(MEASURE_SIZES, [human(s) for s in MEASURE_SIZES])  # ticks at the measured sizes
+ax.minorticks_off()
 ax.set_xlabel("bytes per rank (N)")
 ax.set_ylabel("time per allreduce (ms)")
-ax.set_title(f"allreduce on {N_RANKS} fake CPU devices: measured (markers) vs model (lines)\n"
+ax.set_title(f"allreduce on {n_ranks} fake CPU devices: measured (markers) vs model (lines)\n"
              "xla = lax.psum, one XLA op, no model line")
 ax.grid(True, which="major", alpha=0.3)
 ax.legend(fontsize=9, ncol=2)
@@ -376,14 +425,14 @@ print(f"{'bytes/rank':>10} {'measured fastest':>20} {'model picks':>20} {'pick /
       f"{'pick / xla':>11}")
 for size in MEASURE_SIZES:
     fastest = min(ours, key=lambda name: measured[name, size])
-    pick = jaxcoll.choose("allreduce", N_RANKS, size, cpu)
+    pick = jaxcoll.choose("allreduce", n_ranks, size, cpu)
     agree += fastest == pick
     print(f"{human(size):>10} {fastest:>20} {pick:>20} "
           f"{measured[pick, size] / measured[fastest, size]:>15.2f} "
           f"{measured[pick, size] / measured['xla', size]:>11.2f}")
 print(f"\nThe model's pick was the measured fastest at {agree} of {len(MEASURE_SIZES)} sizes.")
 
-predicted = {size: dict(ranking("allreduce", N_RANKS, size, cpu)) for size in MEASURE_SIZES}
+predicted = {size: priced(n_ranks, size, cpu) for size in MEASURE_SIZES}
 ratios = {name: [measured[name, s] / predicted[s][name].seconds for s in MEASURE_SIZES]
           for name in ours}
 print("measured / predicted, per algorithm, from the smallest size to the largest:")
@@ -397,9 +446,11 @@ assert (cpu_curves["halving_doubling"] < cpu_curves["ring"]).all()  # the model,
 print(f"\nAt {human(big)}: the model says ring takes {predicted_ratio:.2f}x halving-doubling's "
       f"time; measured, it takes {measured_ratio:.2f}x.")
 small = MEASURE_SIZES[0]
-small_pick = jaxcoll.choose("allreduce", N_RANKS, small, cpu)
-print(f"At {human(small)}, lax.psum takes 1/{measured[small_pick, small] / measured['xla', small]:.1f} "
-      f"of the time of the model's pick ({small_pick}).")
+small_pick = jaxcoll.choose("allreduce", n_ranks, small, cpu)
+psum_factor = measured[small_pick, small] / measured["xla", small]
+print(f"At {human(small)}, the model's pick ({small_pick}, {counts[small_pick]['ppermutes']} ppermutes) "
+      + (f"takes {psum_factor:.1f}x the time of lax.psum (one XLA operation)." if psum_factor >= 1 else
+         f"takes {psum_factor:.2f}x the time of lax.psum: faster, this run."))
 
 # %% [markdown]
 # ### Where the model and the fake devices disagree
@@ -408,22 +459,25 @@ print(f"At {human(small)}, lax.psum takes 1/{measured[small_pick, small] / measu
 # What that does to the comparison (see also
 # [bench/MODEL.md](../bench/MODEL.md), which swept 64 B to 64 MiB):
 #
-# - **Small messages are ranked right.** Time is α-bound there, and the ranking by message
+# - **Small messages are ranked right.** Time is α-bound there, and the ranking by `ppermute`
 #   count (recursive doubling < halving-doubling < trees < ring) typically shows up in the
 #   measurement. The absolute level moves with the machine's load: on fake devices α is a
 #   thread rendezvous, calibrated on a shared 2-core machine, and the first column of
-#   measured / predicted ratios shows how far today's machine is from that calibration.
-# - **`lax.psum` is in another league at small sizes** because it is *one* XLA operation,
-#   whatever n is, while the best jaxcoll schedule is 3 ppermutes. The model has no line for
-#   it; on GPUs, NCCL likewise runs a whole allreduce in one kernel launch.
+#   measured / predicted ratios shows how far the machine that ran this notebook is from that
+#   calibration.
+# - **`lax.psum` typically beats every jaxcoll schedule at small sizes** (the last line above
+#   gives the factor for this run), because it is *one* XLA operation, whatever n is, while the
+#   best jaxcoll schedule is 3 `ppermute`s, each paying α. The model has no line for it; on
+#   GPUs, NCCL likewise runs a whole allreduce in one kernel launch.
 # - **Large messages are where they part.** β was measured with all 8 ranks sending at once
 #   through the same memory. A round in which only a few ranks send (the trees) moves its bytes
 #   faster than β says, and large single messages (halving-doubling's first round sends N/2,
 #   recursive doubling sends all of N every round) run slower per byte than ring's N/8 chunks:
-#   the same effect as the README's benchmark, where a 25 MiB leaf took longer per byte than
-#   ten 2.5 MiB ones. Where that happens, the measured fastest at the largest sizes is the ring,
-#   although the model prices halving-doubling below it at every size (same bytes, fewer
-#   messages). We have not profiled it further; treat it as a property of fake devices,
+#   the same effect as the README's
+#   [training benchmark](../README.md#training-buckets-mixed-precision-gradients-zero), where
+#   one 25 MiB leaf took longer than ten 2.5 MiB ones. Where that happens, the measured fastest
+#   at the largest sizes is the ring, although the model prices halving-doubling below it at
+#   every size (same bytes, fewer `ppermute`s). We have not profiled it further; treat it as a property of fake devices,
 #   not of the algorithms.
 #
 # On a real network each link has its own bandwidth, and the per-link β is the right model:
@@ -438,21 +492,26 @@ print(f"At {human(small)}, lax.psum takes 1/{measured[small_pick, small] / measu
 # `jaxcoll.explain` prints the ranking it chooses from:
 
 # %%
-small_ranking = jaxcoll.explain("allreduce", N_RANKS, 4 << 10)
+small_ranking = jaxcoll.explain("allreduce", n_ranks, 4 << 10)
 print()
-large_ranking = jaxcoll.explain("allreduce", N_RANKS, 16 << 20)
-assert small_ranking[0][0] == jaxcoll.choose("allreduce", N_RANKS, 4 << 10)
+large_ranking = jaxcoll.explain("allreduce", n_ranks, 16 << 20)
+assert small_ranking[0][0] == jaxcoll.choose("allreduce", n_ranks, 4 << 10)
 
 # %% [markdown]
+# Each line gives the predicted time, its ratio to the fastest, the `ppermute`s ("messages"),
+# and what the *busiest rank* sends and reduces over the whole schedule ("B sent", "B
+# reduced"): the last column of section 1's table, not the bytes the β term charges. For the
+# tree, for instance, "B sent" is 3·N while the time counts 8·N·β.
+#
 # Proof that `auto` *is* that choice: a program with `algorithm="auto"` lowers to exactly the
 # same program as one with the algorithm `choose` names (lowering traces it; nothing is
 # compiled or run):
 
 # %%
 for size in (4 << 10, 16 << 20):
-    spec = jax.ShapeDtypeStruct((N_RANKS * size // 4,), jnp.float32,
-                                sharding=NamedSharding(mesh, P("i")))
-    chosen = jaxcoll.choose("allreduce", N_RANKS, size)
+    spec = jax.ShapeDtypeStruct((n_ranks, size // 4), jnp.float32,  # (n_ranks, count)
+                                sharding=NamedSharding(mesh, P(AXIS)))
+    chosen = jaxcoll.choose("allreduce", n_ranks, size)
     auto_text = allreduce_program("auto").lower(spec).as_text()
     assert auto_text == allreduce_program(chosen).lower(spec).as_text()
     assert auto_text != allreduce_program("ring" if chosen != "ring" else "tree").lower(spec).as_text()
@@ -469,47 +528,44 @@ for size in (4 << 10, 16 << 20):
 #
 # `jaxcoll.calibrate(n)` measures α and β with a ring of `ppermute`s over a sweep of sizes
 # (8 steps in a `fori_loop`, so Python's dispatch cost is spread over them) and γ with a local
-# add, then fits `time = a + b·size` by least squares. It compiles two small programs per size,
-# so check its cost first:
+# add, then fits `time = a + b·size` to the *relative* errors (each point weighted by
+# 1/time). The sizes span four decades; a plain least-squares line would be decided by the
+# largest points, whose timing noise (milliseconds) dwarfs α (a fraction of a millisecond).
+# Weighted, the small sizes decide α and the large ones β. We run it twice: over the default
+# sweep, and over small sizes only. It compiles two small programs per size, so check its cost
+# too:
 
 # %%
 began = time.perf_counter()
-fresh = jaxcoll.calibrate(N_RANKS, repeats=3)  # default sizes: 256 B .. 4 MiB
+fresh = jaxcoll.calibrate(n_ranks, repeats=3)  # default sizes: 256 B .. 4 MiB
 calibrate_seconds = time.perf_counter() - began
 began = time.perf_counter()
-alpha_only = jaxcoll.calibrate(N_RANKS, sizes=(256, 1024, 4096), repeats=3)  # small sizes: α only
+alpha_only = jaxcoll.calibrate(n_ranks, sizes=(256, 1024, 4096), repeats=3)  # small sizes: α only
 alpha_seconds = time.perf_counter() - began
 
-print(f"jaxcoll.calibrate({N_RANKS}, repeats=3) took {calibrate_seconds:.1f} s; small sizes only: {alpha_seconds:.1f} s")
-print(f"{'':<26} {'α (us)':>8} {'β (s/B)':>10} {'γ (s/B)':>10}")
+print(f"jaxcoll.calibrate({n_ranks}, repeats=3) took {calibrate_seconds:.1f} s; small sizes only: {alpha_seconds:.1f} s")
+print(f"{'':<26} {'α (µs)':>8} {'β (s/B)':>10} {'γ (s/B)':>10}")
 for label, c in [("shipped cpu.json", cpu), ("calibrate() now", fresh),
                  ("calibrate(256 B..4 KiB)", alpha_only)]:
     print(f"{label:<26} {c.alpha * 1e6:>8.1f} {c.beta:>10.3g} {c.gamma:>10.3g}")
 
-ratio = fresh.alpha / alpha_only.alpha
-if fresh.alpha == 0:
-    print("\nThis run's full-sweep α came out as exactly 0 (the fit's intercept was negative and "
-          "got clipped): see below.")
-elif not 0.5 < ratio < 2:
-    print(f"\nThis run's full-sweep α is {ratio:.2g}x the small-size α: the fit's intercept is "
-          "unstable (see below).")
-else:
-    print("\nThis run's full-sweep α agrees with the small-size α within 2x.")
+print(f"\nα: the full sweep gives {fresh.alpha / alpha_only.alpha:.2f}x the small sizes' value, "
+      f"{fresh.alpha / cpu.alpha:.2f}x the shipped one.")
+print(f"β: the full sweep gives {fresh.beta / cpu.beta:.2f}x the shipped value. The small sizes "
+      f"cannot see β: at 4 KiB the β term is {4096 * fresh.beta * 1e6:.1f} µs next to "
+      f"α = {fresh.alpha * 1e6:.0f} µs, so their β ({alpha_only.beta:.3g} s/B) is noise.")
 print(f"auto's switch from recursive doubling to halving-doubling: shipped {human(rd_hd_crossover(cpu))}, "
       f"this calibration {human(rd_hd_crossover(fresh))}")
 
 # %% [markdown]
-# **A fragile fit.** Across our runs on this machine, the full-sweep α has come out anywhere
-# between the small-size value and exactly 0. The reason: an unweighted least-squares line is
-# steered by its largest points, whose timing noise (milliseconds) is far bigger than α (a
-# fraction of a millisecond). In the runs we inspected, the 4 MiB point also took several
-# times longer per byte than the 1 MiB one (the big-message effect of section 3), which tilts
-# the line up and pulls its intercept down, below 0 at times, where `calibrate` clips it.
-# What to do:
+# **Reading a calibration.** A fit is only as good as its sweep:
 #
-# - read α from small sizes (as the third line above) and β from large ones, or calibrate over
-#   the range of sizes you will actually send;
-# - compare with the shipped numbers before trusting a new calibration;
+# - α comes from the small sizes and β from the large ones, so a sweep of small sizes alone
+#   pins α and says nothing about β (the third line's β is whatever the noise made it);
+# - on fake devices, large messages run slower per byte (section 3), so β also depends on
+#   where the sweep ends: calibrate over the range of sizes you will actually send;
+# - fake devices share a machine with everything else on it, so α and β move from run to run
+#   with its load; compare with the shipped numbers before trusting a new calibration;
 # - then make `auto` use it, and keep it:
 #
 # ```python
@@ -539,20 +595,21 @@ print(f"auto's switch from recursive doubling to halving-doubling: shipped {huma
 
 # %%
 gpu = jaxcoll.calibration("gpu")
-print(f"shipped GPU estimate: α = {gpu.alpha * 1e6:.0f} us, 1/β = {1 / gpu.beta / 1e9:.0f} GB/s, "
+print(f"shipped GPU estimate: α = {gpu.alpha * 1e6:.0f} µs, 1/β = {1 / gpu.beta / 1e9:.0f} GB/s, "
       f"1/γ = {1 / gpu.gamma / 1e9:.0f} GB/s\n  source: {gpu.source}\n")
-factor = busbw_factor("allreduce", N_RANKS)
-print(f"{'size':>10} {'algorithm':>20} {'time (us)':>10} {'algbw GB/s':>11} {'busbw GB/s':>11}")
+factor = busbw_factor("allreduce", n_ranks)
+print(f"{'size':>10} {'algorithm':>20} {'time (µs)':>10} {'algbw GB/s':>11} {'busbw GB/s':>11}")
 for size in [1 << 10, 1 << 16, 1 << 20, 1 << 24, 1 << 28, 1 << 32]:
-    for name in dict.fromkeys(["ring", jaxcoll.choose("allreduce", N_RANKS, size, gpu)]):
-        t = dict(ranking("allreduce", N_RANKS, size, gpu))[name].seconds
+    for name in dict.fromkeys(["ring", jaxcoll.choose("allreduce", n_ranks, size, gpu)]):
+        t = priced(n_ranks, size, gpu)[name].seconds
         print(f"{human(size):>10} {name:>20} {t * 1e6:>10.1f} {size / t / 1e9:>11.2f} "
               f"{size / t * factor / 1e9:>11.2f}")
 
 ceiling = 1 / (gpu.beta + gpu.gamma / 2)
-ring_busbw = (1 << 36) / dict(ranking("allreduce", N_RANKS, 1 << 36, gpu))["ring"].seconds * factor
+ring_busbw = (1 << 36) / priced(n_ranks, 1 << 36, gpu)["ring"].seconds * factor
 assert math.isclose(ring_busbw, ceiling, rel_tol=1e-3)
 assert gpu.alpha / gpu.beta > cpu.alpha / cpu.beta  # used in the text below
+assert gpu.alpha == 15e-6                            # likewise
 print(f"\nring busbw at 64 GiB: {ring_busbw / 1e9:.1f} GB/s; the model's ceiling 1/(β + γ/2) = "
       f"{ceiling / 1e9:.1f} GB/s")
 print(f"GPU estimate: α/β = {human(gpu.alpha / gpu.beta)} (CPU: {human(cpu.alpha / cpu.beta)}); "
@@ -560,6 +617,13 @@ print(f"GPU estimate: α/β = {human(gpu.alpha / gpu.beta)} (CPU: {human(cpu.alp
       f"(CPU: {human(rd_hd_crossover(cpu))})")
 
 # %% [markdown]
+# What gpu.json's α = 15 µs stands for: jaxcoll's cost per `ppermute` (one XLA
+# collective-permute) under XLA:GPU, launch plus hop, an estimate. It is not NCCL's internal
+# per-hop latency, which NCCL's own tuning model puts at a few µs or less over NVLink, on top
+# of a base latency per collective (the `hwLat` and `baseLat` tables in
+# [src/graph/tuning.cc](https://github.com/NVIDIA/nccl/blob/master/src/graph/tuning.cc)):
+# NCCL runs a whole collective in one kernel, while jaxcoll launches every `ppermute`.
+#
 # Relative to its bandwidth, a GPU link has a *larger* α than a fake CPU device (α/β above), so
 # on GPUs the latency-optimal algorithms win up to much bigger messages: the crossover moves
 # up by the ratio of the two α/β.
@@ -577,7 +641,7 @@ print(f"GPU estimate: α/β = {human(gpu.alpha / gpu.beta)} (CPU: {human(cpu.alp
 #   one per GPU; an NVIDIA engineer gives **48-49 GB/s** per NIC as what NDR 400 Gb/s achieves
 #   ([nccl-tests #267](https://github.com/NVIDIA/nccl-tests/issues/267)).
 #
-# So the shipped `gpu.json` (150 GB/s) is a cautious estimate of the NVLink β, and a link
+# So the shipped `gpu.json` (about 150 GB/s) is a cautious estimate of the NVLink β, and a link
 # between nodes is roughly an order of magnitude slower than NVLink, which is what the next
 # section is about.
 
@@ -594,7 +658,8 @@ print(f"GPU estimate: α/β = {human(gpu.alpha / gpu.beta)} (CPU: {human(cpu.alp
 # **The cluster below is an assumption, for illustration:** 4 nodes × 8 GPUs; inside a node
 # α = 15 µs (jaxcoll's GPU estimate) and 370 GB/s (the NCCL ring figure above); between
 # nodes α = 30 µs (our guess: a network hop costs more than an NVLink one) and 48 GB/s per GPU
-# (the NDR figure above); γ from the GPU estimate.
+# (the NDR figure above); γ from the GPU estimate. The model is jaxcoll's, one `ppermute`
+# after another, with nothing else competing for the links.
 
 # %%
 from jaxcoll.execute import split_round  # how jaxcoll.cost cuts a round into ppermutes
@@ -636,14 +701,11 @@ for name in ALGORITHMS + ["hierarchical"]:
 print("two_level_seconds == jaxcoll.cost when both links are the same: checked")
 
 # %%
-CLUSTER_ALGORITHMS = ALGORITHMS + ["hierarchical"]
-
-
-def cluster_curves(nodes, gpus_per_node):
+def cluster_curves(nodes, gpus_per_node, names):
     return {name: np.array([two_level_seconds(cluster_schedule(name, nodes, gpus_per_node, s),
                                               s, gpus_per_node, NVLINK, NETWORK)
                             for s in sizes])
-            for name in CLUSTER_ALGORITHMS}
+            for name in names}
 
 
 def winners(curves):
@@ -653,9 +715,10 @@ def winners(curves):
     return [(sizes[i], names[best[i]]) for i in range(len(sizes)) if i == 0 or best[i] != best[i - 1]]
 
 
-one_node = cluster_curves(1, 8)      # 8 GPUs, all on NVLink
-four_nodes = cluster_curves(NODES, GPUS_PER_NODE)
-fig, axes = plt.subplots(1, 2, figsize=(14, 5), sharey=True)
+# On one node, hierarchical with (1, 8) is just the ring (the same line): left out there.
+one_node = cluster_curves(1, 8, ALGORITHMS)      # 8 GPUs, all on NVLink
+four_nodes = cluster_curves(NODES, GPUS_PER_NODE, ALGORITHMS + ["hierarchical"])
+fig, axes = plt.subplots(1, 2, figsize=(14, 5.5), sharey=True)
 for ax, curves, title in [(axes[0], one_node, "1 node x 8 GPUs (NVLink only)"),
                           (axes[1], four_nodes, f"{NODES} nodes x {GPUS_PER_NODE} GPUs (NVLink + network)")]:
     for name, t in curves.items():
@@ -668,20 +731,37 @@ for ax, curves, title in [(axes[0], one_node, "1 node x 8 GPUs (NVLink only)"),
     ax.set_xlabel("bytes per rank (N)")
     ax.set_title(f"allreduce, ASSUMED cluster: {title}\ndotted: where the fastest changes (to the named one)", fontsize=10)
     ax.grid(True, which="major", alpha=0.3)
-axes[0].set_ylabel("predicted time (us)")
-axes[0].legend(fontsize=9)
-plt.tight_layout()
+axes[0].text(0.1, 0.6, "hierarchical is not drawn here:\non one node it is the ring",
+             transform=axes[0].transAxes, va="center", fontsize=9,
+             bbox=dict(facecolor="white", edgecolor="gray", alpha=0.9))
+axes[0].set_ylabel("predicted time (µs)")
+fig.legend(*axes[1].get_legend_handles_labels(), loc="lower center", ncol=len(four_nodes),
+           fontsize=10, frameon=False)
+plt.tight_layout(rect=(0, 0.06, 1, 1))  # room for the shared legend at the bottom
 plt.show()
 
 for label, curves in [("1 node x 8", one_node), (f"{NODES} nodes x {GPUS_PER_NODE}", four_nodes)]:
     print(label + ": " + ", then ".join(f"{name} from {human(start)}"
                                        for start, name in winners(curves)))
 assert winners(four_nodes)[-1][1] == "hierarchical"   # big messages across nodes: hierarchical
-assert winners(four_nodes)[0][1] == "recursive_doubling"  # tiny ones: fewest messages still wins
+assert winners(four_nodes)[0][1] == "recursive_doubling"  # tiny ones: fewest ppermutes still wins
+hierarchical_one_node = cluster_curves(1, 8, ["hierarchical"])["hierarchical"]
+np.testing.assert_allclose(hierarchical_one_node, one_node["ring"], rtol=1e-12)  # why it is not drawn
+
+# On one node, where does recursive doubling hand over to halving-doubling?
+one_node_switch = next(start for start, name in winners(one_node) if name == "halving_doubling")
+assert rd_hd_crossover(NVLINK) <= one_node_switch < rd_hd_crossover(NVLINK) * 2 ** 0.125  # grid step
+print(f"\none node: recursive doubling -> halving-doubling at {human(rd_hd_crossover(NVLINK))} with "
+      f"1/β = {1 / NVLINK.beta / 1e9:.0f} GB/s; section 6, with gpu.json's {1 / gpu.beta / 1e9:.0f} GB/s: "
+      f"{human(rd_hd_crossover(gpu))}")
 
 # %% [markdown]
-# (On one node the curves are `ranking` with the NVLink numbers, `hierarchical` aside: with
-# `(1, 8)` it is just a ring.) Across nodes the ranking changes. At large sizes `hierarchical`
+# On one node the curves are what `auto` would rank with the NVLink numbers. The switch from
+# recursive doubling to halving-doubling sits at a larger size than in section 6 (last line
+# above), although α is the same 15 µs: this cluster assumes 370 GB/s instead of gpu.json's
+# (about 150), so β is smaller and α/β larger. α/β again.
+#
+# Across nodes the ranking changes. At large sizes `hierarchical`
 # wins by a wide margin, and the reason is in **how many bytes cross the slow links**. It
 # reduce-scatters inside each node, so each GPU holds 1/8 of its node's sum, runs the
 # allreduce across nodes on that 1/8 only (the 8 GPUs of a node do this at once, each over
@@ -702,15 +782,15 @@ def bytes_between_nodes(schedule, nbytes, gpus_per_node):
 M = 1 << 20
 n_all = NODES * GPUS_PER_NODE
 print(f"N = {human(M)} per GPU, {NODES} nodes x {GPUS_PER_NODE} GPUs:")
-crossing = {name: bytes_between_nodes(cluster_schedule(name, NODES, GPUS_PER_NODE, M), M, GPUS_PER_NODE)
-            for name in ["ring", "recursive_doubling", "halving_doubling", "hierarchical"]}
-for name, sent in crossing.items():
+between_nodes = {name: bytes_between_nodes(cluster_schedule(name, NODES, GPUS_PER_NODE, M), M, GPUS_PER_NODE)
+                 for name in ["ring", "recursive_doubling", "halving_doubling", "hierarchical"]}
+for name, sent in between_nodes.items():
     print(f"  {name:<20} the busiest NIC sends {sent / M:.3f} N")
-assert crossing["hierarchical"] == 2 * (NODES - 1) / n_all * M   # 2(nodes-1)/n of the data
-assert crossing["ring"] == 2 * (n_all - 1) / n_all * M            # every ring step crosses somewhere
+assert between_nodes["hierarchical"] == 2 * (NODES - 1) / n_all * M   # 2(nodes-1)/n of the data
+assert between_nodes["ring"] == 2 * (n_all - 1) / n_all * M            # every ring step crosses somewhere
 
 # %% [markdown]
-# The flat ring is the seed's warning in numbers: every one of its 2(n-1) steps has some
+# The flat ring is the seed's warning in numbers: every one of its 2(n−1) steps has some
 # transfer crossing a node boundary, so every step runs at network speed, and a single ring
 # drives only one NIC per node. This is the jaxcoll flat ring, not what NCCL does: NCCL runs
 # many rings at once ("channels"), each leaving the node through a different NIC, so all eight
@@ -724,7 +804,7 @@ assert crossing["ring"] == 2 * (n_all - 1) / n_all * M            # every ring s
 # fake link is the same):
 
 # %%
-mesh2 = Mesh(np.array(jax.devices()).reshape(2, 4), ("node", "gpu"))
+mesh2 = Mesh(np.array(jax.devices()).reshape(2, 4), ("node", "gpu"))  # (2 nodes, 4 GPUs each)
 hier = jax.jit(jax.shard_map(
     lambda x: jaxcoll.allreduce(x, ("node", "gpu"), algorithm="hierarchical"),
     mesh=mesh2, in_specs=P(("node", "gpu")), out_specs=P(("node", "gpu"))))
@@ -740,8 +820,10 @@ print(jaxcoll.schedule("allreduce", "hierarchical", (2, 4)))
 #
 # ## Summary
 #
-# - Every algorithm is a point on a line between **few messages** (recursive doubling:
+# - Every algorithm is a point on a line between **few `ppermute`s** (recursive doubling:
 #   log₂ n, each the whole buffer) and **few bytes** (ring, halving-doubling: 2(n-1)/n·N).
+#   The model charges each `ppermute` α plus its largest transfer, so the bytes that count
+#   are those on the critical path, not what the busiest rank sends.
 #   Small messages are α-bound and want the first; large ones are β-bound and want the second.
 # - The crossover sits at α/β times a small factor. The seed's "ring for big, tree for small" is
 #   right about the ring; on 8 ranks recursive doubling beats the tree at small sizes, which is
@@ -749,7 +831,7 @@ print(jaxcoll.schedule("allreduce", "hierarchical", (2, 4)))
 # - On fake CPU devices the model ranks small messages well and misprices large ones (shared
 #   memory is not a network); never read GPU performance off fake devices.
 # - `auto` is the model's cheapest schedule, chosen at trace time; `explain` shows why;
-#   `calibrate` measures α, β, γ (check its α against the small-size time).
+#   `calibrate` measures α, β, γ (small sizes give α, large ones β: sweep the sizes you send).
 # - Across nodes, what matters is the bytes on the slow links: `hierarchical` sends
 #   2(nodes-1)/n of the data between nodes, a flat ring all of it through one NIC.
 
@@ -764,14 +846,17 @@ print(jaxcoll.schedule("allreduce", "hierarchical", (2, 4)))
 #
 # *Hint*: `two_level_seconds(cluster_schedule(name, 4, 8, s), s, 8, NVLINK, NETWORK)` for
 # both names over `sizes`, and find where the difference changes sign. Then try a slower
-# network (`NETWORK = jaxcoll.Calibration(30e-6, 1 / 12e9, gpu.gamma, "gpu")`, 100 Gb/s) and
-# see which way the crossover moves, and why (α/β again).
+# network, 100 Gb/s:
+# `rd_vs_hierarchical_crossover(jaxcoll.Calibration(alpha=30e-6, beta=1 / 12e9, gamma=gpu.gamma, backend="gpu"))`
+# (the function is defined below), and see which way the crossover moves, and why (α/β again).
 
 # %%
 my_answer = None  # your answer in bytes per GPU, e.g. 200 << 10
 
 
-def rd_vs_hierarchical_crossover(network=NETWORK):
+def rd_vs_hierarchical_crossover(network):
+    """The first of `sizes` at which hierarchical beats recursive doubling on the 4 x 8
+    cluster, with `network` (a Calibration) between nodes and NVLINK inside them."""
     diff = [two_level_seconds(cluster_schedule("recursive_doubling", 4, 8, s), s, 8, NVLINK, network)
             - two_level_seconds(cluster_schedule("hierarchical", 4, 8, s), s, 8, NVLINK, network)
             for s in sizes]
@@ -779,6 +864,6 @@ def rd_vs_hierarchical_crossover(network=NETWORK):
 
 
 if my_answer is not None:
-    answer = rd_vs_hierarchical_crossover()
+    answer = rd_vs_hierarchical_crossover(NETWORK)
     assert answer / 2 <= my_answer <= answer * 2, f"not quite: try again (within 2x of the answer)"
     print(f"Right: hierarchical takes over at about {human(answer)} per GPU.")

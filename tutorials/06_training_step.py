@@ -33,6 +33,9 @@
 # **Prerequisites**: Python and numpy. JAX, `shard_map` and [optax](https://optax.readthedocs.io)
 # are explained as they come up. Notebook 01 builds the ring allreduce used here; notebook 05
 # explains the α-β cost model used in section 5.
+#
+# **Notation.** The seed writes N for the number of ranks (here: devices); here **n = number
+# of ranks** and **N = bytes per rank**. Sizes are binary (KiB, MiB).
 
 # %%
 import os
@@ -54,7 +57,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 import jaxcoll
 
 mesh = Mesh(np.array(jax.devices()), ("dp",))  # one mesh axis, "dp" (data parallel), 8 devices
-N_DEVICES = mesh.size
+n_devices = mesh.size
 print(mesh)
 
 # %% [markdown]
@@ -107,7 +110,9 @@ for path, leaf in jax.tree_util.tree_leaves_with_path(params0):
 # ## 2. The training step
 #
 # `jax.shard_map` runs one function on every device of the mesh at once, each on its own
-# piece of the data. `in_specs` says how each argument is cut:
+# piece of the data. The mesh has one axis, of 8 devices, called "dp" for *data parallel*:
+# that is just a name (the other notebooks call theirs "i"), by which `in_specs` and the
+# collectives refer to it. `in_specs` says how each argument is cut:
 #
 # - `P()`: **replicated**: every device gets the whole thing (the parameters and the optimizer
 #   state: each device holds a full copy of the model);
@@ -194,42 +199,56 @@ w_demo = jnp.ones(3)
 x_demo = jnp.arange(8 * 3, dtype=jnp.float32).reshape(8, 3)  # (8 devices, 3): row i on device i
 
 
-def demo_grads(check_vma, average=lambda g: g):
-    """Every device's jax.grad of sum(w * x) w.r.t. the replicated w, after `average`: (8, 3)."""
+def demo_grads(check_vma, average=lambda g: g, cast=False):
+    """Every device's jax.grad of sum(w * x) w.r.t. the replicated w, after `average`: (8, 3).
+    cast=True: lax.pcast w to "varying" first (the README's route with the check on)."""
     @jax.jit
     @partial(jax.shard_map, mesh=mesh, in_specs=(P(), P("dp")), out_specs=P("dp"),
              check_vma=check_vma)
     def grads(w, x):                             # x: (1, 3) on each device
+        if cast:
+            w = lax.pcast(w, "dp", to="varying")
         g = jax.grad(lambda w: jnp.sum(w * x[0]))(w)
         return average(g)[None]                  # (1, 3) per device -> (8, 3)
     return grads
 
 
 rows = np.asarray(x_demo)
-for check_vma, average, name, expected in [
-        (False, lambda g: g, "nothing", rows),                    # each device: its own row
-        (True, lambda g: g, "nothing", np.tile(rows.sum(0), (8, 1))),  # already the sum!
-        (False, ring_mean, "ring mean", np.tile(rows.mean(0), (8, 1))),
-        (True, xla_mean, "lax.pmean", np.tile(rows.sum(0), (8, 1)))]:  # the sum, not the mean
-    program = demo_grads(check_vma, average)
+summed, mean = np.tile(rows.sum(0), (8, 1)), np.tile(rows.mean(0), (8, 1))
+for check_vma, average, name, cast, expected in [
+        (False, lambda g: g, "nothing", False, rows),     # each device: its own row
+        (True, lambda g: g, "nothing", False, summed),    # already the sum!
+        (False, ring_mean, "ring mean", False, mean),
+        (True, xla_mean, "lax.pmean", False, summed),     # the sum, not the mean
+        (True, ring_mean, "ring mean", False, summed),    # the same with jaxcoll: 8 x the mean
+        (True, ring_mean, "ring mean", True, mean)]:      # pcast first: the mean, check on
+    program = demo_grads(check_vma, average, cast)
     got = np.asarray(program(w_demo, x_demo))
     np.testing.assert_array_equal(got, expected)
     hlo = program.lower(w_demo, x_demo).compile().as_text()
-    print(f"check_vma={check_vma!s:<5} average: {name:<9} device 0 gets {got[0]}, device 1 "
-          f"{got[1]};  all-reduces in the program: {len(re.findall(r'all-reduce(?:-start)?[(]', hlo))}")
+    print(f"check_vma={check_vma!s:<5} {'params pcast to varying, ' if cast else ''}average: {name:<9} device 0 gets "
+          f"{got[0]}, device 1 {got[1]};  all-reduces in the program: "
+          f"{len(re.findall(r'all-reduce(?:-start)?[(]', hlo))}")
 print(f"(row 0 = {rows[0]}, the mean of the rows = {rows.mean(0)}, their sum = {rows.sum(0)})")
 
 # %% [markdown]
 # So with `check_vma=True` the data-parallel gradient is already summed, by an XLA all-reduce
-# that JAX put in the backward pass, and a `lax.pmean` after it averages 8 identical copies of
-# the *sum*: 8 times the mean gradient. A jaxcoll allreduce in that place would have nothing
-# left to reduce. With `check_vma=False`, `jax.grad` gives each device its own gradient, the
-# explicit allreduce does the averaging (the ring, with nothing but `ppermute`s), and the
-# program contains no all-reduce at all. That is what our training step needs.
+# that JAX put in the backward pass, and every device holds the same sum. An allreduce-mean
+# after it, `lax.pmean` or jaxcoll's `op="mean"` alike, averages 8 identical sums and returns
+# the sum: 8 times the mean gradient (the rows with `lax.pmean` and `ring mean` under
+# `check_vma=True`). With `check_vma=False`, `jax.grad` gives each device its own gradient,
+# the explicit allreduce does the averaging (the ring, with nothing but `ppermute`s), and the
+# program contains no all-reduce at all. That is what our training step does.
 #
-# (The check-on path is legitimate JAX too: write the step for it, with the loss scaled by
-# 1/n or the sum divided afterwards, and XLA's all-reduce does the work. It just isn't the
-# collective this notebook is about.)
+# The [README](../README.md#sharp-bit-replicated-outputs-and-check_vma) gives a second route
+# that keeps the check on (the last row): `params = lax.pcast(params, "dp", to="varying")`
+# before `jax.grad` tells JAX to treat the parameters as possibly different per device, so
+# `jax.grad` returns each device's own gradient and inserts no sum. It fixes only the
+# gradients: the demo returns them with `out_specs=P("dp")`; returning the ring's result with
+# `out_specs=P()`, as the training step does, still needs `check_vma=False` (section 3's
+# error). The check-on path without the cast is legitimate JAX too: take the summed gradient,
+# divide by n, and XLA's all-reduce has done the work. It just isn't the collective this
+# notebook is about.
 #
 # **Is the `P()` promise kept?** With `out_specs=P("dp")` on a new leading axis we can return
 # every device's copy of the averaged gradients of the real model and compare them:
@@ -290,10 +309,15 @@ assert len({from_device_0, from_device_3, pairwise}) == 3
 #
 # ## 4. Training both, step for step
 #
-# Both steps start from the same parameters and see the same batches. We wait for each step
-# (`float(loss)`) before sending the next one. That is a workaround, not style: with jaxlib
-# 0.10 on CPU, several training steps in flight at once can occasionally hang a collective's
-# rendezvous (README; `examples/data_parallel.py` does the same).
+# Both steps start from the same parameters and see the same batches. Each step holds a single
+# collective (the whole gradient tree is one bucket, section 5), so the CPU-only jaxlib 0.10
+# bug with independent collectives in one program (the README's
+# [sharp bit](../README.md#sharp-bit-jaxlib-010-on-cpu-runs-independent-collectives-into-each-other))
+# cannot bite inside a step. Between steps we wait for each one (`float(loss)`) before sending
+# the next. That is a workaround for the same CPU runtime, not style: with several steps in
+# flight at once, jaxlib 0.10 on CPU occasionally hung a collective's rendezvous (the README's
+# [training notes](../README.md#training-buckets-mixed-precision-gradients-zero);
+# `examples/data_parallel.py` waits the same way).
 
 # %%
 def train(step):
@@ -331,17 +355,22 @@ top.plot(steps, pmean_losses, color="tab:blue", lw=4, alpha=0.45, label="lax.pme
 top.plot(steps, ring_losses, color="tab:red", lw=1.5, marker="o", ms=3,
          label="jaxcoll.ring_allreduce(op='mean')")
 top.set_ylabel("training loss (cross-entropy)")
-top.set_title(f"Data-parallel MLP on {N_DEVICES} fake CPU devices, Adam: the two curves overlap")
+top.set_title(f"Data-parallel MLP on {n_devices} fake CPU devices, Adam: the two curves overlap")
 top.legend()
 top.grid(alpha=0.3)
-bottom.semilogy(steps, np.maximum(relative, 1e-10), "k.-", lw=1)
+FLOOR = 1e-10  # where bit-identical losses (relative difference exactly 0) are drawn
+same = relative == 0
+bottom.semilogy(steps[~same], relative[~same], "o", color="k", ms=5, label="differ (relative difference)")
+bottom.semilogy(steps[same], np.full(same.sum(), FLOOR), "o", mfc="none", mec="tab:green", ms=7,
+                label="bit-identical (difference 0, drawn at the bottom)")
 bottom.axhline(np.finfo(np.float32).eps, color="gray", ls="--", lw=1, label="float32 epsilon")
 bottom.axhline(1e-5, color="tab:red", ls=":", lw=1, label="the notebook's tolerance")
-bottom.set_ylim(1e-10, 1e-3)
+bottom.set_ylim(FLOOR / 3, 1e-3)
+bottom.set_yticks([FLOOR, 1e-8, 1e-6, 1e-4], ["bit-identical", "1e-8", "1e-6", "1e-4"])
 bottom.set_xlabel("step")
 bottom.set_ylabel("|ring - pmean| / pmean")
-bottom.set_title("relative difference of the losses (exact zeros drawn at 1e-10)", fontsize=10)
-bottom.legend(fontsize=9, loc="upper left")
+bottom.set_title("relative difference of the losses, step by step", fontsize=10)
+bottom.legend(fontsize=8, loc="upper left", ncol=2)
 bottom.grid(alpha=0.3)
 plt.tight_layout()
 plt.show()
@@ -357,7 +386,7 @@ plt.show()
 # `bucket_bytes` gets a bucket of its own. This is the seed's advice about broadcasts
 # ("如果你频繁广播小数据，建议合并成一次大广播，减少启动开销": *"if you broadcast small data
 # often, merge it into one big broadcast to cut start-up costs"*) applied to gradients: every
-# collective pays α per message, so fewer, bigger collectives pay it fewer times.
+# collective pays α per `ppermute` it makes, so fewer, bigger collectives pay it fewer times.
 #
 # We can count. In the compiled program each ring allreduce is two loops (reduce-scatter, then
 # allgather) with one `collective-permute` instruction each, which run 7 times each on 8
@@ -389,7 +418,7 @@ for bucket_bytes in [jaxcoll.BUCKET_BYTES, 4096, 1]:
     bucket_rows.append((bucket_bytes, buckets, permutes))
     print(f"bucket_bytes={bucket_bytes:<9} buckets (leaf indices): {str(buckets):<36} "
           f"collective-permutes: {permutes} in the program, "
-          f"{len(buckets) * 2 * (N_DEVICES - 1)} run per step")
+          f"{len(buckets) * 2 * (n_devices - 1)} run per step")
 
 pmean_lowered = pmean_step.lower(params0, opt_state0, x0, y0)
 lowered_all_reduces = count(r"all_reduce", pmean_lowered.as_text())
@@ -402,28 +431,38 @@ print(f"\nlax.pmean: {lowered_all_reduces} all-reduces as JAX lowers it, "
 # (The default row is counted in the compiled program; the other two in the program as JAX
 # lowers it, before XLA compiles it: the count is the same, and lowering is much cheaper
 # than compiling.) With the default 25 MiB, the whole tree is one bucket: two
-# `collective-permute`s in the program, 14 messages per step. With `bucket_bytes=1`
-# every leaf is a bucket of its own: 7 rings, 98 messages per step, for the same bytes.
+# `collective-permute`s in the program, 14 `ppermute`s per step. With `bucket_bytes=1`
+# every leaf is a bucket of its own: 7 rings, 98 `ppermute`s per step, for the same bytes.
 #
 # XLA does the same thing for the built-in: JAX lowers `lax.pmean` of a tree into several
 # all-reduces, and XLA's all-reduce combiner merges them into one before the program runs,
 # as the last line shows.
 #
 # What is the difference worth? In the α-β-γ model (notebook 05) the bytes are the same; the
-# difference is α, once per message:
+# difference is α, once per `ppermute`:
 
 # %%
-schedule = jaxcoll.schedule("allreduce", "ring", N_DEVICES)
+total = sum(leaf_bytes)
+print(f"gradients (and loss) per device: {total} bytes = {total / 1024:.1f} KiB")
+assert round(total / 1024) == 22  # the text below says "about 22 KiB"
+schedule = jaxcoll.schedule("allreduce", "ring", n_devices)
 for name in ["cpu", "gpu"]:
     cal = jaxcoll.calibration(name)
+    predicted = {}
     for bucket_bytes, buckets, _ in bucket_rows[::2]:  # one bucket, and one bucket per leaf
-        seconds = sum(jaxcoll.cost(schedule, sum(leaf_bytes[i] for i in bucket), alpha=cal.alpha,
-                                   beta=cal.beta, gamma=cal.gamma).seconds for bucket in buckets)
-        print(f"{name} calibration, {len(buckets)} bucket(s): predicted {seconds * 1e6:8.1f} us per step")
+        predicted[len(buckets)] = sum(
+            jaxcoll.cost(schedule, sum(leaf_bytes[i] for i in bucket), alpha=cal.alpha,
+                         beta=cal.beta, gamma=cal.gamma).seconds for bucket in buckets)
+        print(f"{name} calibration, {len(buckets)} bucket(s): predicted "
+              f"{predicted[len(buckets)] * 1e6:8.1f} µs per step")
+    one, per_leaf = predicted[1], predicted[len(leaf_bytes)]
+    alpha_share = 2 * (n_devices - 1) * cal.alpha / one  # of the one-bucket time
+    print(f"  one bucket is {per_leaf / one:.1f}x faster; α is {alpha_share:.0%} of its time")
+    assert alpha_share > 0.9  # small gradients: the time is almost all α
 
 # %% [markdown]
-# For a model this small the gradients are a few kilobytes, so the time is all α and one
-# bucket wins by the factor of buckets. For a big model, buckets also matter for *overlap*:
+# For a model this small (about 22 KiB of gradients, printed above) the time is almost all α,
+# so one bucket wins by nearly the factor of buckets. For a big model, buckets also matter for *overlap*:
 # frameworks such as PyTorch DDP start the allreduce of a bucket as soon as the backward pass
 # has produced its gradients, while the backward pass goes on computing the rest. (Inside one
 # `jax.jit` program, when collectives run alongside computation is up to XLA's scheduler.)
@@ -443,7 +482,9 @@ for name in ["cpu", "gpu"]:
 # - The step needs `check_vma=False`: to return ppermute results as replicated (jaxcoll keeps
 #   that promise: every device holds the same bits, checked above), and so that `jax.grad`
 #   returns per-device gradients for the allreduce to average. With the check on, JAX sums
-#   the gradients of replicated parameters itself, with an XLA all-reduce.
+#   the gradients of replicated parameters itself, with an XLA all-reduce, and an
+#   allreduce-mean on top returns n times the mean (unless the parameters are
+#   `lax.pcast` to varying first).
 # - A pytree goes in **buckets**: one collective per bucket, 2 `collective-permute`s each in
 #   the compiled ring step, however many leaves.
 
@@ -469,5 +510,5 @@ if my_prediction is not None:
     auto_step = make_step(lambda t: jaxcoll.allreduce(t, "dp", op="mean"))
     actual = count(r"collective_permute", auto_step.lower(params0, opt_state0, x0, y0).as_text())
     assert my_prediction == actual, f"not quite: the lowered step has {actual}"
-    print(f"Right: auto runs {jaxcoll.choose('allreduce', N_DEVICES, sum(leaf_bytes))!r}, "
+    print(f"Right: auto runs {jaxcoll.choose('allreduce', n_devices, sum(leaf_bytes))!r}, "
           f"{actual} collective-permutes.")
