@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -33,7 +33,7 @@ class Cost:
     gamma: float
 
     def __str__(self) -> str:
-        return (f"{self.seconds * 1e6:.1f} us: {self.messages} messages; the busiest rank sends "
+        return (f"{self.seconds * 1e6:.1f} µs: {self.messages} messages; the busiest rank sends "
                 f"{self.bytes_sent:.0f} B and reduces {self.bytes_reduced:.0f} B")
 
 
@@ -66,13 +66,31 @@ def cost(schedule: Schedule, nbytes: float, *, alpha: float, beta: float,
 
 @dataclass(frozen=True)
 class Calibration:
-    """α (s per ppermute), β (s per byte sent), γ (s per byte reduced) for one backend."""
+    """α (s per ppermute), β (s per byte sent), γ (s per byte reduced) for one backend, and
+    optionally, per algorithm, how far its measured time is from what α, β, γ predict."""
 
     alpha: float
     beta: float
     gamma: float
     backend: str
     source: str = ""  # where the numbers come from
+    # ((primitive, algorithm, latency factor, bandwidth factor), ...), measured by
+    # calibrate(..., primitives=...): the algorithm's time is latency factor x its α part +
+    # bandwidth factor x its β and γ part. What the schedule alone can't see (how the
+    # executor's program runs on this runtime) shows up here; absent means (1, 1).
+    per_algorithm: tuple = ()
+
+    def factors(self, primitive: str, algorithm: str) -> tuple[float, float]:
+        """(latency factor, bandwidth factor) of ``algorithm`` for ``primitive``; (1, 1) if
+        it was not measured."""
+        for name, algo, latency, bandwidth in self.per_algorithm:
+            if (name, algo) == (primitive, algorithm):
+                return latency, bandwidth
+        return 1.0, 1.0
+
+    def plain(self) -> "Calibration":
+        """This calibration without per-algorithm factors: the α-β-γ model alone."""
+        return replace(self, per_algorithm=())
 
     def save(self, path) -> Path:
         path = Path(path)
@@ -81,7 +99,9 @@ class Calibration:
 
     @classmethod
     def load(cls, path) -> "Calibration":
-        return cls(**json.loads(Path(path).read_text()))
+        fields = json.loads(Path(path).read_text())
+        fields["per_algorithm"] = tuple(tuple(row) for row in fields.get("per_algorithm", ()))
+        return cls(**fields)
 
 
 _SHIPPED = Path(__file__).parent / "calibrations"
@@ -115,13 +135,20 @@ def _fit_line(sizes, seconds) -> tuple[float, float]:
     return max(float(intercept), 0.0), max(float(slope), 0.0)
 
 
+ALGORITHM_SIZES = (1 << 11, 1 << 17, 1 << 23)  # bytes per rank: 2 KiB, 128 KiB, 8 MiB
+
+
 def calibrate(mesh_or_n=None, *, sizes=(1 << 8, 1 << 12, 1 << 16, 1 << 20, 1 << 22),
-              steps: int = 8, repeats: int = 7) -> Calibration:
+              steps: int = 8, repeats: int = 7, primitives=(),
+              algorithm_sizes=ALGORITHM_SIZES) -> Calibration:
     """Measure α, β, γ on the devices at hand: a ring of ppermutes (``steps`` in a loop, so
-    dispatch is amortised) and a local add over a size sweep, each fitted by least squares.
+    dispatch is amortised) and a local add over a size sweep, each fitted to relative errors.
 
     ``mesh_or_n``: a Mesh (all its axes form the ring) or a device count (the first n devices;
-    default all). Returns the Calibration; pass it to :func:`set_calibration` to use it.
+    default all). ``primitives`` (e.g. ``("allreduce",)``): also time every algorithm of those
+    at ``algorithm_sizes`` bytes per rank and fit its per-algorithm factors (see
+    :class:`Calibration`; a minute or more: every algorithm compiles at every size). Returns
+    the Calibration; pass it to :func:`set_calibration` to use it.
     """
     import jax
     import jax.numpy as jnp
@@ -153,8 +180,51 @@ def calibrate(mesh_or_n=None, *, sizes=(1 << 8, 1 << 12, 1 << 16, 1 << 20, 1 << 
     alpha, beta = _fit_line(sizes, [timed(permute, c) for c in counts])
     _, gamma = _fit_line(sizes, [timed(add, c) for c in counts])
     device = jax.devices()[0]
-    return Calibration(alpha, beta, gamma, device.platform,
-                       f"jaxcoll.calibrate on {n} x {device.device_kind}, jax {jax.__version__}")
+    plain = Calibration(alpha, beta, gamma, device.platform,
+                        f"jaxcoll.calibrate on {n} x {device.device_kind}, jax {jax.__version__}")
+    per_algorithm = tuple(row for primitive in primitives for row in
+                          _algorithm_factors(plain, mesh, primitive, algorithm_sizes, repeats))
+    return replace(plain, per_algorithm=per_algorithm)
+
+
+def schedule_bytes(primitive: str, input_bytes: int, n: int) -> int:
+    """The buffer :func:`cost` is given for an input of ``input_bytes`` per rank: the output
+    for allgather and gather (n times the input), the input otherwise."""
+    return input_bytes * (n if primitive in ("allgather", "gather") else 1)
+
+
+def _algorithm_factors(plain: Calibration, mesh, primitive: str, sizes, repeats: int):
+    """(primitive, algorithm, latency factor, bandwidth factor) for every algorithm of
+    ``primitive`` that ``auto`` chooses from: timed in alternation at each size, then
+    t = a·(α part) + b·(β, γ part) fitted to relative errors."""
+    from .bench import program, time_alternating, verifiable_values
+    from .families import SCHEDULES, build_schedule, pipeline_pieces, two_level
+
+    import jax
+    from jax.sharding import NamedSharding, PartitionSpec as P
+
+    n = mesh.size
+    names = [name for name in sorted(SCHEDULES[primitive]) if not two_level(primitive, name)]
+    rows = {name: [] for name in names}  # name -> [(α part, β/γ part, measured)]
+    for size in sizes:
+        count = max(n, size // 4 // n * n)  # float32, a multiple of n
+        x = jax.device_put(verifiable_values(n, count, "float32"),
+                           NamedSharding(mesh, P(tuple(mesh.axis_names))))
+        programs = {name: program(primitive, name, mesh) for name in names}
+        times = time_alternating(programs, x, repeats)
+        nbytes = schedule_bytes(primitive, count * 4, n)
+        for name in names:
+            c = cost(build_schedule(primitive, name, n, 0, pipeline_pieces(nbytes)), nbytes,
+                     alpha=plain.alpha, beta=plain.beta, gamma=plain.gamma)
+            latency_part = c.messages * plain.alpha
+            rows[name].append((latency_part, c.seconds - latency_part,
+                               float(np.median(times[name]))))
+    for name in names:
+        parts = np.array(rows[name])  # (sizes, 3)
+        weighted = parts[:, :2] / parts[:, 2:]  # relative errors: divide each row by its time
+        factors, *_ = np.linalg.lstsq(weighted, np.ones(len(parts)), rcond=None)
+        latency, bandwidth = (max(float(f), 0.05) for f in factors)
+        yield primitive, name, round(latency, 3), round(bandwidth, 3)
 
 
 # ----------------------------------------------------------------------------- choosing
@@ -162,14 +232,22 @@ def calibrate(mesh_or_n=None, *, sizes=(1 << 8, 1 << 12, 1 << 16, 1 << 20, 1 << 
 def ranking(primitive: str, n: int, nbytes: float,
             calibration_: Calibration | None = None) -> list[tuple[str, Cost]]:
     """Every algorithm of ``primitive`` with its predicted cost on n ranks for a buffer of
-    ``nbytes`` per rank, cheapest first (pipelined trees with their usual piece count).
-    Two-level algorithms need the axis' shape and are left out: ``auto`` never picks them."""
+    ``nbytes`` per rank, cheapest first (pipelined trees with their usual piece count; the
+    calibration's per-algorithm factors applied, where it has them). Two-level algorithms
+    need the axis' shape and are left out: ``auto`` never picks them."""
     from .families import SCHEDULES, build_schedule, pipeline_pieces, two_level
 
     cal = calibration_ or calibration()
-    costs = [(name, cost(build_schedule(primitive, name, n, 0, pipeline_pieces(int(nbytes))),
-                         nbytes, alpha=cal.alpha, beta=cal.beta, gamma=cal.gamma))
-             for name in sorted(SCHEDULES[primitive]) if not two_level(primitive, name)]
+    costs = []
+    for name in sorted(SCHEDULES[primitive]):
+        if two_level(primitive, name):
+            continue
+        c = cost(build_schedule(primitive, name, n, 0, pipeline_pieces(int(nbytes))), nbytes,
+                 alpha=cal.alpha, beta=cal.beta, gamma=cal.gamma)
+        latency, bandwidth = cal.factors(primitive, name)
+        latency_part = c.messages * cal.alpha
+        seconds = latency * latency_part + bandwidth * (c.seconds - latency_part)
+        costs.append((name, replace(c, seconds=seconds)))
     return sorted(costs, key=lambda item: item[1].seconds)
 
 
@@ -188,6 +266,10 @@ def explain(primitive: str, n: int, nbytes: float,
     print(f"{primitive}, n={n}, {nbytes:.0f} bytes per rank; α={cal.alpha:.3g} s, "
           f"β={cal.beta:.3g} s/B, γ={cal.gamma:.3g} s/B ({cal.backend}: {cal.source})")
     for name, c in ranked:
-        print(f"  {name:<22} {c.seconds * 1e6:12.1f} us  x{c.seconds / best:7.2f}   "
-              f"{c.messages} messages, {c.bytes_sent:.0f} B sent, {c.bytes_reduced:.0f} B reduced")
+        latency, bandwidth = cal.factors(primitive, name)
+        measured = (f"   (measured factors: α x{latency:g}, β γ x{bandwidth:g})"
+                    if (latency, bandwidth) != (1.0, 1.0) else "")
+        print(f"  {name:<22} {c.seconds * 1e6:12.1f} µs  x{c.seconds / best:7.2f}   "
+              f"{c.messages} messages, {c.bytes_sent:.0f} B sent, "
+              f"{c.bytes_reduced:.0f} B reduced{measured}")
     return ranked

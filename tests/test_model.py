@@ -77,3 +77,30 @@ def test_fit_keeps_the_small_sizes_latency():
     fitted_alpha, fitted_beta = _fit_line(sizes, seconds)
     assert abs(fitted_alpha - alpha) / alpha < 0.1
     assert abs(fitted_beta - beta) / beta < 0.35
+
+
+def test_per_algorithm_factors_are_measured_saved_and_used(tmp_path):
+    cal = jaxcoll.calibrate(4, sizes=(1 << 8, 1 << 16), steps=2, repeats=2,
+                            primitives=("broadcast",), algorithm_sizes=(1 << 10, 1 << 14))
+    measured = {algorithm: (latency, bandwidth)
+                for primitive, algorithm, latency, bandwidth in cal.per_algorithm}
+    assert set(measured) == set(jaxcoll.algorithms("broadcast")) - {"auto", "xla"}
+    assert all(latency > 0 and bandwidth > 0 for latency, bandwidth in measured.values())
+    assert Calibration.load(cal.save(tmp_path / "cal.json")) == cal
+    assert cal.plain().per_algorithm == () and cal.factors("allreduce", "ring") == (1.0, 1.0)
+
+
+def test_ranking_applies_the_factors():
+    """A factor scales its algorithm's α part or its β-γ part, nothing else."""
+    from jaxcoll.model import ranking
+
+    slow_binomial = Calibration(alpha=1e-3, beta=1e-15, gamma=0.0, backend="test",
+                                per_algorithm=(("broadcast", "binomial", 10.0, 1.0),))
+    plain = dict(ranking("broadcast", 8, 1024, LATENCY_BOUND))
+    scaled = dict(ranking("broadcast", 8, 1024, slow_binomial))
+    assert jaxcoll.choose("broadcast", 8, 1024, LATENCY_BOUND) == "binomial"
+    assert jaxcoll.choose("broadcast", 8, 1024, slow_binomial) != "binomial"
+    latency_part = plain["binomial"].messages * 1e-3
+    assert scaled["binomial"].seconds == pytest.approx(
+        plain["binomial"].seconds + 9 * latency_part)
+    assert scaled["tree"].seconds == plain["tree"].seconds
