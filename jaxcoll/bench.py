@@ -719,6 +719,10 @@ def _ranks(parser, args) -> Ranks:
         return Ranks(args.emulate, (jax.local_devices()[0],), emulated=True)
     backend = jax.default_backend()
     available = jax.devices() if jax.process_count() > 1 else jax.local_devices()
+    if jax.process_count() > 1 and args.devices not in (None, len(available)):
+        parser.error(f"argument --devices: across {jax.process_count()} processes the "
+                     f"benchmark runs on all {len(available)} devices (a smaller mesh would "
+                     f"leave some processes out)")
     wanted = args.devices or (8 if backend == "cpu" else len(available))
     if min(wanted, len(available)) < 2:
         parser.error(f"collectives need at least two devices; {min(wanted, len(available))} "

@@ -202,6 +202,15 @@ def test_benchmark_runs_across_processes_and_rank_0_reports(tmp_path):
     assert "in 2 processes" in "\n".join(rank_lines(done.stdout, 0))
 
 
+@pytest.mark.parametrize("command", [["jaxcoll", "--ranks", "4"],
+                                     ["jaxcoll.bench", "--devices", "4", "-b", "1K", "-e", "1K"]])
+def test_a_mesh_that_leaves_a_process_out_is_refused(command):
+    done = run_launcher(["--nproc", "2", "--devices-per-proc", "4", "--", PYTHON, "-m",
+                         *command])
+    assert done.returncode == 2
+    assert "across 2 processes" in done.stderr
+
+
 def test_alone_initialize_joins_nothing():
     code = "import jaxcoll.distributed as d; print(d.initialize()); import jax; print(jax.process_count())"
     done = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, timeout=120,
