@@ -35,7 +35,7 @@ def main(argv=None) -> int:
     jax.config.update("jax_num_cpu_devices", args.devices)
 
     import jaxcoll
-    from jaxcoll.model import ranking
+    from jaxcoll.model import ranking, schedule_bytes
 
     n = args.devices
     ranks = Ranks(n, tuple(jax.devices()[:n]))
@@ -47,7 +47,7 @@ def main(argv=None) -> int:
         print(f"[{step + 1}/{steps}] {primitive} {size} B", file=sys.stderr, flush=True)
         names = [a for a in jaxcoll.algorithms(primitive) if a != "auto"]
         x = verifiable_input(ranks, size)
-        nbytes = x[0].nbytes * (n if primitive == "allgather" else 1)  # the schedule's buffer
+        nbytes = schedule_bytes(primitive, x[0].nbytes, n)  # the buffer the schedule works on
         repeats = 9 if size <= (1 << 20) else 5
         programs = {a: ranks.program(primitive, a, 0) for a in names}
         wrong = count_wrong(programs, x)

@@ -198,7 +198,7 @@ def _algorithm_factors(plain: Calibration, mesh, primitive: str, sizes, repeats:
     ``primitive`` that ``auto`` chooses from: timed in alternation at each size, then
     t = a·(α part) + b·(β, γ part) fitted to relative errors."""
     from .bench import program, time_alternating, verifiable_values
-    from .families import SCHEDULES, build_schedule, pipeline_pieces, two_level
+    from .families import SCHEDULES, two_level
 
     import jax
     from jax.sharding import NamedSharding, PartitionSpec as P
@@ -214,9 +214,7 @@ def _algorithm_factors(plain: Calibration, mesh, primitive: str, sizes, repeats:
         times = time_alternating(programs, x, repeats)
         nbytes = schedule_bytes(primitive, count * 4, n)
         for name in names:
-            c = cost(build_schedule(primitive, name, n, 0, pipeline_pieces(nbytes)), nbytes,
-                     alpha=plain.alpha, beta=plain.beta, gamma=plain.gamma)
-            latency_part = c.messages * plain.alpha
+            c, latency_part = _priced(primitive, name, n, nbytes, plain)
             rows[name].append((latency_part, c.seconds - latency_part,
                                float(np.median(times[name]))))
     for name in names:
@@ -229,23 +227,33 @@ def _algorithm_factors(plain: Calibration, mesh, primitive: str, sizes, repeats:
 
 # ----------------------------------------------------------------------------- choosing
 
+def _priced(primitive: str, algorithm: str, n: int, nbytes: float,
+            cal: Calibration) -> tuple[Cost, float]:
+    """The plain α-β-γ cost of ``algorithm`` on n ranks and ``nbytes`` (pipelined trees with
+    their usual piece count), and its α part: what the per-algorithm factors multiply, the
+    same when they are fitted (calibrate) and when they are applied (ranking)."""
+    from .families import build_schedule, pipeline_pieces
+
+    schedule = build_schedule(primitive, algorithm, n, 0, pipeline_pieces(int(nbytes)))
+    c = cost(schedule, nbytes, alpha=cal.alpha, beta=cal.beta, gamma=cal.gamma)
+    return c, c.messages * cal.alpha
+
+
 def ranking(primitive: str, n: int, nbytes: float,
             calibration_: Calibration | None = None) -> list[tuple[str, Cost]]:
     """Every algorithm of ``primitive`` with its predicted cost on n ranks for a buffer of
     ``nbytes`` per rank, cheapest first (pipelined trees with their usual piece count; the
     calibration's per-algorithm factors applied, where it has them). Two-level algorithms
     need the axis' shape and are left out: ``auto`` never picks them."""
-    from .families import SCHEDULES, build_schedule, pipeline_pieces, two_level
+    from .families import SCHEDULES, two_level
 
     cal = calibration_ or calibration()
     costs = []
     for name in sorted(SCHEDULES[primitive]):
         if two_level(primitive, name):
             continue
-        c = cost(build_schedule(primitive, name, n, 0, pipeline_pieces(int(nbytes))), nbytes,
-                 alpha=cal.alpha, beta=cal.beta, gamma=cal.gamma)
+        c, latency_part = _priced(primitive, name, n, nbytes, cal)
         latency, bandwidth = cal.factors(primitive, name)
-        latency_part = c.messages * cal.alpha
         seconds = latency * latency_part + bandwidth * (c.seconds - latency_part)
         costs.append((name, replace(c, seconds=seconds)))
     return sorted(costs, key=lambda item: item[1].seconds)
