@@ -8,18 +8,12 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from ._compat import bound_axis_names
+
 
 def check_choice(fn: str, arg: str, value, allowed) -> None:
     if not isinstance(value, str) or value not in allowed:
         raise ValueError(f"jaxcoll.{fn}: {arg}={value!r} is not one of {', '.join(allowed)}")
-
-
-def _bound_axis_names() -> tuple:
-    try:  # not public API; only used to make the error message helpful
-        from jax._src import core
-        return tuple(core.unsafe_get_axis_names())
-    except Exception:  # pragma: no cover - depends on the jax version
-        return ()
 
 
 def axis_size(fn: str, axis) -> int:
@@ -31,12 +25,12 @@ def axis_size(fn: str, axis) -> int:
     try:
         return int(lax.axis_size(axis))
     except (NameError, ValueError):  # ValueError: a name JAX reads as a position, e.g. 0
-        bound = _bound_axis_names()
+        bound = bound_axis_names()
         where = (f"the bound axis names here are {bound}" if bound else
                  "no axis is bound here: call it inside jax.shard_map(..., mesh=...) or "
                  "jax.vmap(..., axis_name=...)")
-        raise ValueError(f"jaxcoll.{fn}: axis={axis!r} is not a bound axis name; {where}"
-                         ) from None
+        raise NameError(f"jaxcoll.{fn}: axis={axis!r} is not a bound axis name; {where}"
+                        ) from None  # NameError, as lax's collectives raise
 
 
 def _describe(value) -> str:
@@ -81,7 +75,7 @@ def _numeric(dtype) -> bool:
 
 def check_op_dtype(fn: str, op: str, dtype) -> None:
     dtype = np.dtype(dtype)
-    if dtype == np.bool_:
+    if dtype == np.bool_ and (fn, op) != ("allreduce", "sum"):  # psum sums bools as int32
         raise TypeError(f"jaxcoll.{fn}: op={op!r} does not take a leaf of dtype bool; "
                         "cast it to an integer dtype first")
     if op == "mean" and not jnp.issubdtype(dtype, jnp.inexact):

@@ -30,8 +30,10 @@ from jax import lax
 from ._checks import (alltoall_dims, array_leaves, axis_size, check_choice, check_op_dtype,
                       check_root, check_two_level_axis, gather_dim, scatter_dim)
 from .families import SCHEDULES, build_schedule, pipeline_pieces, two_level
-from .execute import execute, in_sequence, in_shard_map
+from ._compat import manual_mesh_axes
+from .execute import in_sequence
 from .model import choose
+from .primitives import collective
 from .schedules import Schedule
 
 OPS = ("sum", "mean", "max", "min")
@@ -94,8 +96,8 @@ def _arguments(primitive: str, x, axis, algorithm, bucket_bytes, *, op=_TAKES_NO
     if op is not _TAKES_NONE:
         check_choice(primitive, "op", op, OPS)
     n = axis_size(primitive, axis)
-    if algorithm != "xla" and isinstance(axis, tuple) and len(axis) > 1 and not in_shard_map(
-            axis):
+    if algorithm != "xla" and isinstance(axis, tuple) and len(axis) > 1 and not set(
+            axis) <= set(manual_mesh_axes()):
         raise ValueError(f"jaxcoll.{primitive}: axis={axis!r} names several vmap axes, but "
                          "JAX's ppermute under vmap takes one axis name at a time; use one "
                          "vmap axis, or jax.shard_map over a mesh with these axes")
@@ -183,20 +185,17 @@ def _packed(leaves: list, dims: list, to_rows: Callable, run: Callable, from_row
 
 
 def _runner(primitive: str, algorithm: str, n: int, axis, op: str = "sum", root: int = 0):
-    """``run(buf)`` for ``_packed``: the schedule executed; ``auto`` picks the one the
-    cost model predicts fastest for this buffer, at trace time."""
+    """``run(buf)`` for ``_packed``: the schedule run as one primitive (primitives.py); ``auto``
+    picks the one the cost model predicts fastest for this buffer, at trace time."""
     ranks = tuple(axis_size(primitive, name) for name in axis) if two_level(
         primitive, algorithm) else n
+    combine = "sum" if op == "mean" else op
 
     def run(buf):
         nbytes = buf.size * buf.dtype.itemsize
         name = choose(primitive, n, nbytes) if algorithm == "auto" else algorithm
         schedule = build_schedule(primitive, name, ranks, root, pipeline_pieces(nbytes))
-        if primitive != "alltoall":
-            return execute(schedule, buf, axis, _COMBINE[op])
-        # alltoall runs on the (n, width) input twice; rows n.. receive (see symbolic.py)
-        received = execute(schedule, jnp.concatenate([buf, buf]), axis, _COMBINE[op])
-        return received[n:]  # (2n, width) -> (n, width)
+        return collective(schedule, buf, axis, combine)
     return run
 
 
@@ -220,19 +219,6 @@ def _own_block(n: int, tiled: bool):
         block = row.reshape((moved[0] // n, *moved[1:]) if tiled else moved[1:])
         return jnp.moveaxis(block, 0, d) if tiled else block
     return from_rows
-
-
-def _my_row(run: Callable, axis):
-    """``run`` followed by taking this rank's row: (n, width) -> (1, width)."""
-    return lambda buf: lax.dynamic_slice_in_dim(run(buf), lax.axis_index(axis), 1, axis=0)
-
-
-def _in_my_row(run: Callable, axis, n: int):
-    """``run`` on an (n, width) buffer holding this rank's (1, width) input in its own row."""
-    def placed(mine):
-        blocks = jnp.zeros((n, mine.shape[1]), mine.dtype)  # (n, width)
-        return run(lax.dynamic_update_slice_in_dim(blocks, mine, lax.axis_index(axis), axis=0))
-    return placed
 
 
 def _stack_blocks(blocks, d: int, tiled: bool):
@@ -349,6 +335,8 @@ def allreduce(x, axis, *, op: str = "sum", algorithm: str = "auto",
     """
     algorithm, n, _, leaves, treedef = _arguments("allreduce", x, axis, algorithm,
                                                   bucket_bytes, op=op)
+    if op == "sum":  # as psum: bools are summed as int32
+        leaves = [leaf.astype(jnp.int32) if leaf.dtype == bool else leaf for leaf in leaves]
     wide = _widened("allreduce", leaves, accum_dtype)
     if algorithm == "xla":
         out = in_sequence(lambda leaf: _XLA_REDUCE[op](leaf, axis), wide)
@@ -373,7 +361,7 @@ def reduce_scatter(x, axis, *, op: str = "sum", dim: int = 0, tiled: bool = Fals
         out = in_sequence(lambda leaf, d: _xla_reduce_scatter(leaf, axis, op, d, tiled, n),
                           wide, dims)
     else:
-        run = _my_row(_runner("reduce_scatter", algorithm, n, axis, op), axis)
+        run = _runner("reduce_scatter", algorithm, n, axis, op)
         out = _mean(_packed(wide, dims, _block_rows(n), run, _own_block(n, tiled),
                             bucket_bytes), op, n)
     return treedef.unflatten(_narrowed(out, leaves))
@@ -393,7 +381,7 @@ def allgather(x, axis, *, dim: int = 0, tiled: bool = False, algorithm: str = "a
         return treedef.unflatten(in_sequence(lambda leaf, d: _xla_allgather(
             leaf, axis, d, tiled, n), leaves, dims))
 
-    run = _in_my_row(_runner("allgather", algorithm, n, axis), axis, n)
+    run = _runner("allgather", algorithm, n, axis)
     return treedef.unflatten(_packed(leaves, dims, _flat, run, _stacked(n, tiled),
                                      bucket_bytes))
 
@@ -450,11 +438,11 @@ def reduce(x, axis, *, root: int = 0, op: str = "sum", algorithm: str = "auto",
                                                      bucket_bytes, op=op, root=root)
     wide = _widened("reduce", leaves, accum_dtype)
     if algorithm == "xla":
-        out = in_sequence(lambda leaf: _XLA_REDUCE[op](leaf, axis), wide)
-    else:
+        out = _on_root(in_sequence(lambda leaf: _XLA_REDUCE[op](leaf, axis), wide), axis, root)
+    else:  # zeros off the root
         run = _runner("reduce", algorithm, n, axis, op, root)
         out = _mean(_packed(wide, [None] * len(wide), _flat, run, _unflat, bucket_bytes), op, n)
-    return treedef.unflatten(_on_root(_narrowed(out, leaves), axis, root))
+    return treedef.unflatten(_narrowed(out, leaves))
 
 
 def gather(x, axis, *, root: int = 0, dim: int = 0, tiled: bool = False,
@@ -471,9 +459,8 @@ def gather(x, axis, *, root: int = 0, dim: int = 0, tiled: bool = False,
                                dims)
         return treedef.unflatten(_on_root(gathered, axis, root))
 
-    run = _in_my_row(_runner("gather", algorithm, n, axis, root=root), axis, n)
-    out = _packed(leaves, dims, _flat, run, _stacked(n, tiled), bucket_bytes)
-    return treedef.unflatten(_on_root(out, axis, root))
+    run = _runner("gather", algorithm, n, axis, root=root)  # zeros off the root
+    return treedef.unflatten(_packed(leaves, dims, _flat, run, _stacked(n, tiled), bucket_bytes))
 
 
 def scatter(x, axis, *, root: int = 0, dim: int = 0, tiled: bool = False,
@@ -490,7 +477,7 @@ def scatter(x, axis, *, root: int = 0, dim: int = 0, tiled: bool = False,
         return treedef.unflatten(in_sequence(lambda leaf, d: _my_block_of(
             _xla_broadcast(leaf, axis, root), axis, d, tiled, n), leaves, dims))
 
-    run = _my_row(_runner("scatter", algorithm, n, axis, root=root), axis)
+    run = _runner("scatter", algorithm, n, axis, root=root)
     return treedef.unflatten(_packed(leaves, dims, _block_rows(n), run, _own_block(n, tiled),
                                      bucket_bytes))
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import metadata
 from typing import Callable
 
 import jax
@@ -29,7 +28,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from .schedules import Round, Schedule, Transfer
+from . import _compat
+from ._compat import AxisPlan, serialize_collectives  # noqa: F401 (serialize_collectives: API)
+from .schedules import Schedule, Transfer, split_round
 
 Combine = Callable[[jnp.ndarray, jnp.ndarray], jnp.ndarray]
 
@@ -58,24 +59,6 @@ class Segment:
     @property
     def n_steps(self) -> int:
         return self.send_ids[0].shape[0]
-
-
-def split_round(round_: Round) -> list[list[Transfer]]:
-    """Split a round into matchings (greedy, in transfer order): each transfer joins the first
-    group of its kind (chunk count, copy or reduce) whose ranks it doesn't meet."""
-    groups: list[tuple[list[Transfer], set, set]] = []  # transfers, senders, receivers
-    for t in round_:
-        for group, senders, receivers in groups:
-            same_kind = (len(group[0].chunks), group[0].reduce) == (len(t.chunks), t.reduce)
-            if same_kind and t.src not in senders and t.dst not in receivers:
-                break
-        else:
-            group, senders, receivers = [], set(), set()
-            groups.append((group, senders, receivers))
-        group.append(t)
-        senders.add(t.src)
-        receivers.add(t.dst)
-    return [group for group, _, _ in groups]
 
 
 def _chunk_table(transfers: list[Transfer], n_ranks: int, sending: bool) -> np.ndarray:
@@ -146,55 +129,12 @@ def _full_permutation(perm, n_ranks: int) -> tuple[tuple[int, int], ...]:
     return tuple(perm) + tuple(extra)
 
 
-def in_shard_map(axis) -> bool:
-    """True if every name in ``axis`` is a manual (shard_map) mesh axis here.
-
-    Under ``vmap`` (and ``pmap``) the axis is not a mesh axis, and vmap's ``ppermute`` only
-    accepts permutations of all ranks.
-    """
-    names = axis if isinstance(axis, tuple) else (axis,)
-    manual = getattr(jax.sharding.get_abstract_mesh(), "manual_axes", ())
-    return all(name in manual for name in names)
-
-
 def _row(table: np.ndarray, step, me):
     """``table[step, me]`` for a constant (n_steps, n_ranks, ...) table; ``step`` may be traced."""
     if table.shape[0] == 1:
         return lax.dynamic_index_in_dim(jnp.asarray(table[0]), me, 0, keepdims=False)
     at_step = lax.dynamic_index_in_dim(jnp.asarray(table), step, 0, keepdims=False)
     return lax.dynamic_index_in_dim(at_step, me, 0, keepdims=False)
-
-
-def _as_varying(x, axis):
-    """``x`` typed as varying over every name in ``axis`` (as a ppermute result is).
-
-    A replicated input (``in_specs=P()``, a constant) is typed invariant under ``check_vma``;
-    casting it first keeps the fori_loop carry's type fixed. Names it already varies over are
-    left alone (``pcast`` refuses varying -> varying).
-    """
-    for name in axis if isinstance(axis, tuple) else (axis,):
-        try:
-            x = lax.pcast(x, name, to="varying")
-        except ValueError:
-            pass
-    return x
-
-
-@lru_cache(maxsize=None)
-def _jaxlib_version() -> tuple[int, ...]:
-    try:
-        return tuple(int(p) for p in metadata.version("jaxlib").split(".")[:2])
-    except (metadata.PackageNotFoundError, ValueError):  # a source build: assume it is new
-        return (99,)
-
-
-def serialize_collectives() -> bool:
-    """True where independent collectives of one program must not run at the same time.
-
-    jaxlib < 0.11 gives every collective the same channel id and its CPU runtime runs
-    independent ones concurrently under the same rendezvous key, which aborts the process.
-    """
-    return _jaxlib_version() < (0, 11) and jax.default_backend() == "cpu"
 
 
 def after(value, previous):
@@ -240,13 +180,14 @@ def _lower_sender_first(matching: Matching, n_ranks: int) -> np.ndarray | None:
     return sender_first
 
 
-def _run_segment(segment: Segment, buf, axis, combine: Combine, n_ranks: int):
-    me = lax.axis_index(axis)
-    n_chunks = buf.shape[0]
-    partial_ok = in_shard_map(axis)
+def _run_segment(segment: Segment, buf, plan: AxisPlan, combine: Combine):
+    me = lax.axis_index(plan.axes)
+    n_ranks, n_chunks = plan.n_ranks, buf.shape[0]
     perms, receiver_masks = [], []
     for matching in segment.matchings:
-        perms.append(matching.perm if partial_ok else _full_permutation(matching.perm, n_ranks))
+        perm = matching.perm if plan.in_mesh else _full_permutation(matching.perm, n_ranks)
+        perms.append(tuple((plan.permute_rank[src], plan.permute_rank[dst])
+                           for src, dst in perm))
         receivers = np.zeros((1, n_ranks), dtype=bool)  # (1 step, n_ranks)
         receivers[0, [dst for _, dst in matching.perm]] = True
         receiver_masks.append(None if receivers.all() else receivers)
@@ -281,8 +222,9 @@ def _run_segment(segment: Segment, buf, axis, combine: Combine, n_ranks: int):
         # Every matching of the round reads the buffer as it was before the round.
         outgoing = [_take(buf, _row(table, step, me), contiguous)
                     for table, contiguous in zip(segment.send_ids, send_contiguous)]
-        received = in_sequence(lambda out, perm: lax.ppermute(out, axis, perm=perm),
-                               outgoing, perms)  # each (n_moved, chunk_len)
+        received = in_sequence(
+            lambda out, perm: lax.ppermute(out, plan.permute_axes, perm=perm),
+            outgoing, perms)  # each (n_moved, chunk_len)  # each (n_moved, chunk_len)
         if one_write:  # one scatter for the whole round
             ids = [_row(table, step, me) for table in dropping_ids]
             got = [reduce(_take(buf, i, False), r, lower_first[j]) if m.reduce else r
@@ -305,16 +247,18 @@ def _run_segment(segment: Segment, buf, axis, combine: Combine, n_ranks: int):
     return lax.fori_loop(0, segment.n_steps, one_round, buf)
 
 
-def execute(schedule: Schedule, blocks, axis, combine: Combine):
+def execute(schedule: Schedule, blocks, axis, combine: Combine, plan: AxisPlan | None = None):
     """Run ``schedule`` on this rank's ``(n_blocks, block_len)`` buffer; same shape back.
 
     ``n_blocks`` must divide ``schedule.n_chunks``: each block is cut into
     ``n_chunks // n_blocks`` chunks (padded with zeros at its end, which are cut off again).
+    ``plan`` (default: read where ``axis`` is bound now) says how ppermute numbers the ranks.
     """
     n_blocks, block_len = blocks.shape
-    if lax.axis_size(axis) != schedule.n_ranks:
+    plan = plan or _compat.axis_plan(axis)
+    if plan.n_ranks != schedule.n_ranks:
         raise ValueError(f"{schedule.name}: the schedule is for {schedule.n_ranks} ranks but "
-                         f"axis {axis!r} has {lax.axis_size(axis)}")
+                         f"axis {axis!r} has {plan.n_ranks}")
     if schedule.n_chunks % n_blocks:
         raise ValueError(f"{schedule.name}: {n_blocks} blocks do not divide "
                          f"{schedule.n_chunks} chunks")
@@ -322,34 +266,19 @@ def execute(schedule: Schedule, blocks, axis, combine: Combine):
     chunk_len = -(-block_len // chunks_per_block)
     if chunk_len == 0 or not schedule.rounds:
         return blocks
-    if in_shard_map(axis):  # vmap has no varying/invariant types
-        blocks = _as_varying(blocks, axis)
-
-    def run(blocks):  # (n_blocks, block_len) -> the same, the schedule run on it
-        padded_len = chunks_per_block * chunk_len
-        buf = jnp.pad(blocks, ((0, 0), (0, padded_len - block_len)))  # (n_blocks, padded_len)
-        buf = buf.reshape(schedule.n_chunks, chunk_len)  # (n_chunks, chunk_len)
-        for segment in lower(schedule):
-            buf = _run_segment(segment, buf, axis, combine, schedule.n_ranks)
-        return buf.reshape(n_blocks, padded_len)[:, :block_len]  # (n_blocks, block_len)
-
+    if plan.in_mesh and _compat.check_vma():  # the loops' carry: varying, as ppermute's result
+        blocks = _compat.pvary(blocks, plan.axes)
+    # A schedule that only moves data runs on the floats' bits (XLA's CPU code may flush
+    # subnormals when it moves floats).
     bits = _bits_type(blocks.dtype) if _copies_only(schedule) else None
-    return run(blocks) if bits is None else _moved_as_bits(run, bits, blocks)
-
-
-def _moved_as_bits(run: Callable, bits, blocks):
-    """``run(blocks)`` for a schedule that only moves data, run on the floats' bits (XLA's CPU
-    code may flush subnormals when it moves floats); derivatives go through ``run`` itself."""
-    @jax.custom_jvp
-    def moved(blocks):
-        return lax.bitcast_convert_type(run(lax.bitcast_convert_type(blocks, bits)),
-                                        blocks.dtype)
-
-    @moved.defjvp
-    def moved_jvp(primals, tangents):  # the float path's own derivative (its primal is unused)
-        return moved(*primals), jax.jvp(run, primals, tangents)[1]
-
-    return moved(blocks)
+    buf = blocks if bits is None else lax.bitcast_convert_type(blocks, bits)
+    padded_len = chunks_per_block * chunk_len
+    buf = jnp.pad(buf, ((0, 0), (0, padded_len - block_len)))  # (n_blocks, padded_len)
+    buf = buf.reshape(schedule.n_chunks, chunk_len)  # (n_chunks, chunk_len)
+    for segment in lower(schedule):
+        buf = _run_segment(segment, buf, plan, combine)
+    out = buf.reshape(n_blocks, padded_len)[:, :block_len]  # (n_blocks, block_len)
+    return out if bits is None else lax.bitcast_convert_type(out, blocks.dtype)
 
 
 @lru_cache(maxsize=256)

@@ -16,8 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .execute import split_round
-from .schedules import Schedule
+from .schedules import Schedule, split_round
 
 
 @dataclass(frozen=True)

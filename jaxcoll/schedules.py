@@ -152,3 +152,20 @@ class Schedule:
         return (f"Schedule({self.name!r}, n_ranks={self.n_ranks}, n_chunks={self.n_chunks}, "
                 f"n_rounds={self.n_rounds})")
 
+
+def split_round(round_: Round) -> list[list[Transfer]]:
+    """Split a round into matchings (greedy, in transfer order): each transfer joins the first
+    group of its kind (chunk count, copy or reduce) whose ranks it doesn't meet."""
+    groups: list[tuple[list[Transfer], set, set]] = []  # transfers, senders, receivers
+    for t in round_:
+        for group, senders, receivers in groups:
+            same_kind = (len(group[0].chunks), group[0].reduce) == (len(t.chunks), t.reduce)
+            if same_kind and t.src not in senders and t.dst not in receivers:
+                break
+        else:
+            group, senders, receivers = [], set(), set()
+            groups.append((group, senders, receivers))
+        group.append(t)
+        senders.add(t.src)
+        receivers.add(t.dst)
+    return [group for group, _, _ in groups]

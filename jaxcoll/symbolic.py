@@ -19,15 +19,11 @@ from collections import Counter
 from itertools import groupby
 from typing import Callable
 
-from .execute import split_round
-from .schedules import Schedule
+from .records import RECORDS
+from .schedules import Round, Schedule, Transfer, split_round
 
 Contributions = frozenset  # of (rank, chunk)
 
-# Primitives whose buffer is n blocks, block i belonging to rank i; the others have one block,
-# except alltoall: 2n blocks, block c < n the one for rank c, block n + i the one from rank i
-# (the input twice: rank r's own block is in place from the start).
-BLOCKED = ("reduce_scatter", "allgather", "gather", "scatter")
 
 
 class ScheduleError(ValueError):
@@ -87,8 +83,9 @@ class _Masks:
 
 
 def _block_of(schedule: Schedule):
-    n_blocks = {**dict.fromkeys(BLOCKED, schedule.n_ranks),
-                "alltoall": 2 * schedule.n_ranks}.get(schedule.primitive, 1)
+    """chunk -> its block: n blocks (block i is rank i's), one, or for alltoall 2n (block
+    c < n the one for rank c, block n + i the one from rank i; see records.py)."""
+    n_blocks = RECORDS[schedule.primitive].rows("schedule_blocks", schedule.n_ranks)
     per_block = schedule.n_chunks // n_blocks
     return lambda chunk: chunk // per_block
 
@@ -273,3 +270,44 @@ def verify(schedule: Schedule) -> None:
                     f"{schedule.name}: {last}, rank {rank} chunk {chunk} holds {sorted(has)}; "
                     f"missing {sorted(want - has)}, unexpected {sorted(has - want)}")
     check_matchings(schedule)
+
+
+def dual(schedule: Schedule) -> Schedule:
+    """The schedule of the transpose of ``schedule``'s primitive: rounds reversed, each transfer
+    turned around, labelled with the dual primitive (records.py; allreduce and alltoall are
+    their own transposes and keep their schedule).
+
+    It is the exact transpose where a chunk either holds data or is zero: a copy's transpose
+    adds into its source and zeroes its destination; a reduce's adds into its source. Which
+    chunks hold data is tracked from the dual primitive's start: a transfer into a chunk that
+    holds none is a copy (no stale value is added), one into a chunk that holds some is a
+    reduce, and a chunk that holds none is not sent. ``verify`` proves the result.
+    """
+    primitive = RECORDS[schedule.primitive].dual
+    if not primitive:
+        return schedule
+    n, width = schedule.n_ranks, schedule.n_chunks
+    shell = Schedule(f"dual of {schedule.name}", n, width, (), primitive, schedule.root)
+    origins = _origins(shell)
+    holds = [[origin is not None for origin in origins(rank)] for rank in range(n)]
+    rounds = []
+    for round_ in reversed(schedule.rounds):
+        before = [row[:] for row in holds]
+        for t in round_:  # a copy's destination gave up its value: its transpose is zero
+            if not t.reduce:
+                for chunk in t.into:
+                    holds[t.dst][chunk] = False
+        receiving = [row[:] for row in holds]  # held before this round's writes land
+        transfers = []
+        for t in round_:
+            moves = [(i, c) for i, c in zip(t.into, t.chunks) if before[t.dst][i]]
+            for reduce in (True, False):
+                part = [(i, c) for i, c in moves if receiving[t.src][c] == reduce]
+                if part:
+                    transfers.append(Transfer(t.dst, t.src, [i for i, _ in part], reduce,
+                                              into=[c for _, c in part]))
+                    for _, c in part:
+                        holds[t.src][c] = True
+        rounds.append(Round(transfers))
+    return Schedule(shell.name, n, width, tuple(r for r in rounds if len(r)), primitive,
+                    schedule.root)

@@ -1,0 +1,130 @@
+"""Every place jaxcoll depends on a JAX detail that differs between the versions it supports
+(jax 0.10.2 on Python 3.11, the newest on 3.12) or that JAX does not export publicly.
+
+Nothing else in jaxcoll reads ``jax._src`` or a jaxlib version.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import metadata
+
+import jax
+import numpy as np
+from jax import lax
+
+
+@lru_cache(maxsize=None)
+def _jaxlib_version() -> tuple[int, ...]:
+    try:
+        return tuple(int(p) for p in metadata.version("jaxlib").split(".")[:2])
+    except (metadata.PackageNotFoundError, ValueError):  # a source build: assume it is new
+        return (99,)
+
+
+def serialize_collectives() -> bool:
+    """True where independent collectives of one program must not run at the same time.
+
+    jaxlib < 0.11 gives every collective the same channel id and its CPU runtime runs
+    independent ones concurrently under the same rendezvous key, which aborts the process.
+    """
+    return _jaxlib_version() < (0, 11) and jax.default_backend() == "cpu"
+
+
+def check_vma() -> bool:
+    """True while tracing the body of a ``shard_map(..., check_vma=True)``: values are typed
+    varying or invariant over each mesh axis, as ``lax.psum`` reads them."""
+    from jax._src import config
+    return bool(config._check_vma.value)
+
+
+def _manual_type(aval):
+    """The aval's varying/unreduced/reduced record (``aval.mat`` in jax 0.10 and 0.12)."""
+    return getattr(aval, "mat", None)
+
+
+def varying_axes(aval) -> frozenset:
+    """The mesh axes ``aval`` is typed varying over (empty outside check_vma)."""
+    mat = _manual_type(aval)
+    return frozenset(getattr(mat, "varying", ()) or ())
+
+
+def unreduced_axes(aval) -> frozenset:
+    """The mesh axes ``aval`` is typed unreduced or reduced over (jaxcoll refuses those)."""
+    mat = _manual_type(aval)
+    return frozenset(getattr(mat, "unreduced", ()) or ()) | frozenset(
+        getattr(mat, "reduced", ()) or ())
+
+
+def with_varying(aval, varying: frozenset):
+    """``aval`` typed varying over exactly ``varying``."""
+    mat = _manual_type(aval)
+    if mat is None:
+        return aval
+    return aval.update(manual_axis_type=mat.update(varying=frozenset(varying)))
+
+
+def pvary(x, names: tuple):
+    """``x`` typed varying over ``names`` as well (no communication)."""
+    missing = tuple(name for name in names if name not in varying_axes(jax.typeof(x)))
+    return lax.pcast(x, missing, to="varying") if missing else x
+
+
+def manual_mesh_axes() -> tuple:
+    """The shard_map (manual) mesh axes bound here, in the mesh's order; () under vmap."""
+    mesh = jax.sharding.get_abstract_mesh()
+    manual = set(getattr(mesh, "manual_axes", ()) or ())
+    return tuple(name for name in getattr(mesh, "axis_names", ()) if name in manual)
+
+
+def bound_axis_names() -> tuple:
+    """Every axis name bound here (for error messages only)."""
+    try:
+        from jax._src import core
+        return tuple(core.unsafe_get_axis_names())
+    except Exception:  # pragma: no cover - depends on the jax version
+        return ()
+
+
+@dataclass(frozen=True)
+class AxisPlan:
+    """How a collective over ``axes`` numbers its ranks, fixed when it is traced.
+
+    Ranks are numbered as ``lax.axis_index(axes)`` numbers them: row-major in the order the
+    user wrote the names. ``ppermute`` is given the names in the mesh's order (jax 0.10 numbers
+    its pairs that way whatever the order given; newer jax refuses another order), so rank r is
+    ``permute_rank[r]`` there. ``in_mesh`` is False under ``vmap``, whose ppermute needs a
+    permutation of every rank.
+    """
+
+    axes: tuple
+    permute_axes: tuple
+    permute_rank: tuple[int, ...]
+    in_mesh: bool
+
+    @property
+    def n_ranks(self) -> int:
+        return len(self.permute_rank)
+
+
+def axis_plan(axis) -> AxisPlan:
+    """The :class:`AxisPlan` of ``axis`` (a name or a tuple of names) where it is bound now."""
+    axes = axis if isinstance(axis, tuple) else (axis,)
+    sizes = {name: int(lax.axis_size(name)) for name in axes}
+    manual = manual_mesh_axes()
+    in_mesh = all(name in manual for name in axes)
+    permute_axes = tuple(name for name in manual if name in axes) if in_mesh else axes
+    return AxisPlan(axes, permute_axes, _permute_ranks(axes, permute_axes, tuple(sizes.items())),
+                    in_mesh)
+
+
+@lru_cache(maxsize=256)
+def _permute_ranks(axes: tuple, permute_axes: tuple, sizes: tuple) -> tuple[int, ...]:
+    """For each rank in ``axes``' row-major order, its number in ``permute_axes``' order."""
+    sizes = dict(sizes)
+    coords = np.indices([sizes[name] for name in axes]).reshape(len(axes), -1)  # (axes, ranks)
+    by_name = dict(zip(axes, coords))
+    permuted = [by_name[name] for name in permute_axes]
+    return tuple(int(r) for r in np.ravel_multi_index(
+        permuted, [sizes[name] for name in permute_axes]))

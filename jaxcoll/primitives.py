@@ -1,0 +1,165 @@
+"""Each collective as a JAX primitive, as ``lax.psum`` is one: typed, lowered, differentiated
+and batched by rules of its own.
+
+A primitive takes the packed ``(rows, width)`` buffer of one bucket (records.py says how many
+rows in and out) and carries its schedule as a parameter:
+
+- **abstract evaluation** types the result as the lax built-in's: allreduce invariant over the
+  axis under ``check_vma`` (``out_specs=P()`` works), the others varying;
+- **lowering** is the schedule's ppermute program (execute.py), traced once per compile;
+- **transpose** is one collective: the dual schedule (symbolic.dual, proven by ``verify``):
+  reduce_scatter's is an allgather, broadcast's a reduce, allreduce's and alltoall's their own.
+  Under ``check_vma`` an invariant allreduce result transposes like psum's: a cast to varying,
+  no communication;
+- **jvp**: linear for sums; for max/min the tangent of the rank(s) holding the extreme, shared
+  evenly between ties (as ``jnp.max``'s derivative);
+- **batching**: a vmapped dimension rides along in the width; a ``vmap(axis_name=...)`` over
+  the collective's own axis runs the schedule on the batch (vmap's ppermute), and an allreduce
+  result comes back unmapped, like psum's (``out_axes=None`` works).
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+from jax.extend.core import Primitive
+from jax.interpreters import ad, batching, mlir
+
+from . import _compat
+from .execute import execute
+from .records import RECORDS
+from .schedules import Schedule
+from .symbolic import dual
+
+_COMBINE = {"sum": lax.add, "max": lax.max, "min": lax.min}
+
+
+def collective(schedule: Schedule, buf, axis, op: str = "sum"):
+    """Run ``schedule`` (labelled with its primitive) on this rank's ``(rows, width)`` buffer
+    over ``axis``, as one primitive; the result has the primitive's ``rows_out`` rows."""
+    plan = _compat.axis_plan(axis)
+    stuck = _compat.unreduced_axes(jax.typeof(buf)) & set(plan.axes)
+    if stuck:
+        raise ValueError(f"jaxcoll.{schedule.primitive}: x is typed unreduced or reduced over "
+                         f"{sorted(stuck)}; jaxcoll takes varying or invariant values: "
+                         "reduce it first (lax.psum) or cast it (lax.pcast)")
+    invariant = _compat.check_vma() and plan.in_mesh
+    if invariant:  # as psum does: an invariant input is first cast to varying
+        buf = _compat.pvary(buf, plan.axes)
+    return _bind(buf, schedule=schedule, plan=plan, op=op, invariant=invariant)
+
+
+def _bind(buf, *, schedule: Schedule, plan, op: str, invariant: bool):
+    return PRIMITIVES[schedule.primitive].bind(buf, schedule=schedule, plan=plan, op=op,
+                                               invariant=invariant)
+
+
+# ----------------------------------------------------------------------------- the program
+
+def program(buf, *, schedule: Schedule, plan, op: str, invariant: bool = False):
+    """The ppermute program of one primitive on this rank's (rows_in, width) buffer."""
+    del invariant  # typing only
+    p, n = schedule.primitive, schedule.n_ranks
+    me = lax.axis_index(plan.axes)
+    run = partial(execute, schedule, axis=plan.axes, combine=_COMBINE[op], plan=plan)
+    if p in ("allgather", "gather"):  # this rank's (1, width) input in row me of (n, width)
+        blocks = jnp.zeros((n, buf.shape[1]), buf.dtype)
+        buf = lax.dynamic_update_slice_in_dim(blocks, buf, me, axis=0)
+    if p == "alltoall":  # the input twice; rows n.. receive (see records.py)
+        return run(jnp.concatenate([buf, buf]))[n:]  # (2n, width) -> (n, width)
+    out = run(buf)
+    if p in ("reduce_scatter", "scatter"):  # this rank's row: (n, width) -> (1, width)
+        out = lax.dynamic_slice_in_dim(out, me, 1, axis=0)
+    if RECORDS[p].rooted and p not in ("broadcast", "scatter"):  # zeros off the root
+        out = jnp.where(me == schedule.root, out, jnp.zeros_like(out))
+    return out
+
+
+# ----------------------------------------------------------------------------- the rules
+
+def _abstract_eval(x, *, schedule: Schedule, plan, op: str, invariant: bool):
+    record, n = RECORDS[schedule.primitive], schedule.n_ranks
+    rows = record.rows("rows_out", n)
+    if x.ndim != 2 or x.shape[0] != record.rows("rows_in", n):
+        raise ValueError(f"jaxcoll_{record.name}: expects a ({record.rows_in}, width) buffer "
+                         f"for n = {n}, got {x.shape}")
+    out = x.update(shape=(rows, x.shape[1]))
+    if record.invariant and invariant:
+        out = _compat.with_varying(out, _compat.varying_axes(x) - set(plan.axes))
+    return out
+
+
+def _lowering(ctx, x, **params):
+    return mlir.lower_fun(partial(program, **params), multiple_results=False)(ctx, x)
+
+
+def _jvp(primals, tangents, *, schedule: Schedule, plan, op: str, invariant: bool):
+    (x,), (t,) = primals, tangents
+    params = dict(schedule=schedule, plan=plan, invariant=invariant)
+    y = _bind(x, op=op, **params)
+    if type(t) is ad.Zero:
+        return y, ad.Zero.from_primal_value(y)
+    t = ad.instantiate_zeros(t)
+    if op == "sum":
+        return y, _bind(t, op="sum", **params)
+    # max/min: the extreme's tangent, shared evenly between the ranks that hold it
+    spread = y if RECORDS[schedule.primitive].invariant else _transpose_bind(y, **params)
+    at_extreme = (x == spread).astype(t.dtype)  # spread: the result in the input's layout
+    total = _bind(t * at_extreme, op="sum", **params)
+    count = _bind(at_extreme, op="sum", **params)
+    return y, jnp.where(count > 0, total / jnp.where(count > 0, count, 1), 0).astype(t.dtype)
+
+
+def _transpose_bind(ct, *, schedule: Schedule, plan, invariant: bool):
+    """The transposed primitive applied to ``ct``: one collective on the dual schedule."""
+    return _bind(ct, schedule=dual(schedule), plan=plan, op="sum", invariant=invariant)
+
+
+def _transpose(ct, x, *, schedule: Schedule, plan, op: str, invariant: bool):
+    if op != "sum":
+        raise NotImplementedError(f"jaxcoll_{schedule.primitive} with op={op!r} is not linear")
+    if type(ct) is ad.Zero:
+        return (ad.Zero(x.aval.to_tangent_aval()),)
+    if RECORDS[schedule.primitive].invariant and invariant:
+        return (_compat.pvary(ct, plan.axes),)  # psum's transpose under check_vma
+    return (_transpose_bind(ct, schedule=schedule, plan=plan, invariant=invariant),)
+
+
+def _batch(axis_data, vals, dims, *, schedule: Schedule, plan, op: str, invariant: bool):
+    (x,), (d,) = vals, dims
+    params = dict(schedule=schedule, plan=plan, op=op, invariant=invariant)
+    if axis_data.name in plan.axes:  # vmap(axis_name=...) over the collective's own axis
+        if d is None:
+            x, d = jnp.broadcast_to(x, (axis_data.size, *x.shape)), 0
+        out = jax.vmap(partial(program, **params), in_axes=d, axis_name=axis_data.name)(x)
+        if RECORDS[schedule.primitive].invariant:  # the same bits on every rank, as psum's
+            return out[0], None
+        return out, 0
+    if d is None:
+        return _bind(x, **params), None
+    moved = jnp.moveaxis(x, d, 1)  # (rows, batch, width)
+    rows, batch, width = moved.shape
+    out = _bind(moved.reshape(rows, batch * width), **params)
+    return out.reshape(out.shape[0], batch, width), 1  # (rows_out, batch, width)
+
+
+def _primitive(name: str) -> Primitive:
+    p = Primitive(f"jaxcoll_{name}")
+    p.def_impl(partial(_impl, p))
+    p.def_abstract_eval(_abstract_eval)
+    mlir.register_lowering(p, _lowering)
+    ad.primitive_jvps[p] = _jvp
+    ad.primitive_transposes[p] = _transpose
+    batching.fancy_primitive_batchers[p] = _batch
+    return p
+
+
+def _impl(p, x, **params):
+    """Eager use outside any trace: refuse, as lax's collectives do."""
+    raise NameError(f"{p.name} must be called inside jax.shard_map or jax.vmap with its axis")
+
+
+PRIMITIVES: dict[str, Primitive] = {name: _primitive(name) for name in RECORDS}
