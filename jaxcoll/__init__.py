@@ -3,11 +3,11 @@
 from .collectives import (BUCKET_BYTES, OPS, algorithms, allgather, allreduce, alltoall,
                           broadcast, gather, reduce, reduce_scatter, ring_allgather, ring_allreduce,
                           ring_reduce_scatter, schedule, scatter, tree_allreduce, tree_broadcast)
-from .model import (Calibration, Cost, calibrate, calibration, choose, cost, explain,
-                    set_calibration)
+from .model import Calibration, Cost, calibration, choose, cost, explain, set_calibration
 from .pictures import draw
 from .schedules import Round, Schedule, Transfer
 from .symbolic import ScheduleError, verify
+from .timing import calibrate
 
 __version__ = "0.1.0"
 

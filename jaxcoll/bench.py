@@ -75,6 +75,9 @@ from functools import lru_cache
 
 import numpy as np
 
+from .timing import (_axis, largest_exact, program, time_alternating,  # noqa: F401 (API)
+                     verifiable_values)
+
 AXIS = "i"
 DTYPES = ("float32", "bfloat16", "float16", "int32", "int16", "int8", "uint32", "uint8", "bool")
 UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
@@ -167,31 +170,6 @@ def format_size(nbytes: float) -> str:
 
 # ----------------------------------------------------------------------------- inputs
 
-def largest_exact(dtype) -> int:
-    """L: every integer of magnitude up to L is exact in ``dtype``."""
-    import jax.numpy as jnp
-
-    dtype = jnp.dtype(dtype)
-    if dtype == np.bool_:
-        return 1
-    if jnp.issubdtype(dtype, jnp.floating):
-        return 2 ** (jnp.finfo(dtype).nmant + 1)
-    return int(jnp.iinfo(dtype).max)
-
-
-def verifiable_values(n: int, count: int, dtype, seed: int = 0) -> np.ndarray:
-    """(n, count) small integers in ``dtype``: every sum over the n ranks is exact in any order."""
-    import jax.numpy as jnp
-
-    dtype = jnp.dtype(dtype)
-    rng = np.random.default_rng(seed)
-    if dtype == np.bool_:
-        return rng.integers(0, 2, (n, count)).astype(bool)
-    bound = max(1, min(8, largest_exact(dtype) // n))
-    low = 0 if jnp.issubdtype(dtype, jnp.unsignedinteger) else -bound
-    return rng.integers(low, bound + 1, (n, count)).astype(dtype)
-
-
 def place(values: np.ndarray, where):
     """``values`` (n, count) on the devices: row r on rank r of a mesh, or all on one device."""
     import jax
@@ -204,25 +182,6 @@ def place(values: np.ndarray, where):
 
 
 # ----------------------------------------------------------------------------- programs
-
-def _axis(names: tuple):
-    """The axis argument for mesh axes ``names``: a name, or a tuple of them (row-major)."""
-    return names[0] if len(names) == 1 else names
-
-
-@lru_cache(maxsize=None)
-def program(op: str, algorithm: str, mesh, root: int = 0):
-    """jit(shard_map) of one collective over all of ``mesh``'s axes: (n, count) -> (n, ...)."""
-    import jax
-    from jax.sharding import PartitionSpec as P
-
-    from .check import call_collective
-
-    axis = _axis(mesh.axis_names)
-    return jax.jit(jax.shard_map(
-        lambda b: call_collective(op, algorithm, b[0], axis, root)[None],
-        mesh=mesh, in_specs=P(mesh.axis_names), out_specs=P(mesh.axis_names)))
-
 
 @lru_cache(maxsize=None)
 def emulated_program(op: str, algorithm: str, root: int = 0):
@@ -292,24 +251,6 @@ def count_wrong(programs: dict, x) -> dict[str, int]:
     # Across processes: each compares the blocks it holds; the counts add up.
     totals = gather([wrong[name] for name in programs]).sum(axis=0)
     return {name: int(total) for name, total in zip(programs, totals)}
-
-
-def time_alternating(programs: dict, x, iters: int, warmup: int = 1,
-                     tick=lambda: None) -> dict[str, list[float]]:
-    """Seconds per call: ``warmup`` calls each, then ``iters`` rounds of one call each, the
-    first of a round rotating; ``tick()`` after every round."""
-    names = list(programs)
-    for _ in range(warmup):
-        for name in names:
-            programs[name](x).block_until_ready()
-    times = {name: [] for name in names}
-    for i in range(iters):
-        for name in names[i % len(names):] + names[:i % len(names)]:
-            start = time.perf_counter()
-            programs[name](x).block_until_ready()
-            times[name].append(time.perf_counter() - start)
-        tick()
-    return times
 
 
 # ----------------------------------------------------------------------------- results
@@ -688,6 +629,9 @@ def _dtype(parser, text: str, ops: list[str]) -> str:
     from ._checks import check_op_dtype
 
     for op in (op for op in ops if CONVENTIONS[op].reduces):
+        if text == "bool":  # allreduce sums bools as int32 (as psum): not a bool buffer
+            parser.error(f"argument --dtype: bool cannot be reduced by --op {op} in its own "
+                         "dtype (sums of bools are int32)")
         try:
             check_op_dtype(op, "sum", text)
         except TypeError as error:

@@ -68,6 +68,11 @@ def schedule(primitive: str, algorithm: str, n, *, root: int = 0, pieces: int = 
         raise ValueError(f"jaxcoll.schedule: n={n!r} must be an int >= 1")
     if not _positive_int(pieces):
         raise ValueError(f"jaxcoll.schedule: pieces={pieces!r} must be an int >= 1")
+    if pieces != 1 and not SCHEDULES[primitive][algorithm].pipelined:
+        pipelined = sorted(name for name, entry in SCHEDULES[primitive].items() if entry.pipelined)
+        raise ValueError(f"jaxcoll.schedule: pieces={pieces!r} needs a pipelined algorithm; "
+                         f"{algorithm!r} is not (pipelined for {primitive}: "
+                         f"{', '.join(pipelined) or 'none'})")
     root = check_root("schedule", root, int(np.prod(ranks)))
     return build_schedule(primitive, algorithm, ranks, root, int(pieces))
 

@@ -9,13 +9,15 @@ transfer of it moves. A schedule's predicted time is the sum over its ppermutes.
 from __future__ import annotations
 
 import json
-import time
 from collections import Counter
 from dataclasses import asdict, dataclass, replace
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 
+from .families import SCHEDULES, build_schedule, pipeline_pieces, two_level
+from .records import RECORDS
 from .schedules import Schedule, split_round
 
 
@@ -44,8 +46,9 @@ def cost(schedule: Schedule, nbytes: float, *, alpha: float, beta: float,
     reduce; the input for reduce_scatter, scatter and alltoall; the output for allgather and
     gather.
     """
-    # alltoall's 2n chunks hold its input twice (see symbolic.py): n chunks of data
-    chunk = nbytes / (schedule.n_ranks if schedule.primitive == "alltoall" else schedule.n_chunks)
+    # alltoall's 2n chunks hold its input twice (records.py): n chunks of data
+    twice = schedule.primitive and RECORDS[schedule.primitive].schedule_blocks == "2n"
+    chunk = nbytes / (schedule.n_chunks // 2 if twice else schedule.n_chunks)
     seconds, messages = 0.0, 0
     sent, reduced = Counter(), Counter()
     for round_ in schedule.rounds:
@@ -115,6 +118,12 @@ def calibration(backend: str | None = None) -> Calibration:
         backend = jax.default_backend()
     if backend in _current:
         return _current[backend]
+    return _shipped(backend)
+
+
+@lru_cache(maxsize=None)
+def _shipped(backend: str) -> Calibration:
+    """The calibration shipped for ``backend`` (read once: ``auto`` asks on every trace)."""
     shipped = _SHIPPED / f"{backend}.json"
     if not shipped.exists():
         shipped = _SHIPPED / "gpu.json" if backend in ("cuda", "rocm") else _SHIPPED / "cpu.json"
@@ -134,94 +143,12 @@ def _fit_line(sizes, seconds) -> tuple[float, float]:
     return max(float(intercept), 0.0), max(float(slope), 0.0)
 
 
-ALGORITHM_SIZES = (1 << 11, 1 << 17, 1 << 23)  # bytes per rank: 2 KiB, 128 KiB, 8 MiB
-
-
-def calibrate(mesh_or_n=None, *, sizes=(1 << 8, 1 << 12, 1 << 16, 1 << 20, 1 << 22),
-              steps: int = 8, repeats: int = 7, primitives=(),
-              algorithm_sizes=ALGORITHM_SIZES) -> Calibration:
-    """Measure α, β, γ on the devices at hand: a ring of ppermutes (``steps`` in a loop, so
-    dispatch is amortised) and a local add over a size sweep, each fitted to relative errors.
-
-    ``mesh_or_n``: a Mesh (all its axes form the ring) or a device count (the first n devices;
-    default all). ``primitives`` (e.g. ``("allreduce",)``): also time every algorithm of those
-    at ``algorithm_sizes`` bytes per rank and fit its per-algorithm factors (see
-    :class:`Calibration`; a minute or more: every algorithm compiles at every size). Returns
-    the Calibration; pass it to :func:`set_calibration` to use it.
-    """
-    import jax
-    import jax.numpy as jnp
-    from jax import lax
-    from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
-
-    if isinstance(mesh_or_n, Mesh):
-        mesh = mesh_or_n
-    else:
-        n = len(jax.devices()) if mesh_or_n is None else int(mesh_or_n)
-        mesh = Mesh(np.array(jax.devices()[:n]), ("ranks",))
-    axes, n = tuple(mesh.axis_names), mesh.size
-    ring = [(r, (r + 1) % n) for r in range(n)]
-
-    def timed(body, count):
-        program = jax.jit(jax.shard_map(body, mesh=mesh, in_specs=P(axes), out_specs=P(axes)))
-        x = jax.device_put(jnp.ones((n * count,), jnp.float32), NamedSharding(mesh, P(axes)))
-        program(x).block_until_ready()  # compile and warm up
-        times = []
-        for _ in range(repeats):
-            start = time.perf_counter()
-            program(x).block_until_ready()
-            times.append(time.perf_counter() - start)
-        return float(np.median(times)) / steps
-
-    permute = lambda x: lax.fori_loop(0, steps, lambda i, y: lax.ppermute(y, axes, ring), x)  # noqa: E731
-    add = lambda x: lax.fori_loop(0, steps, lambda i, y: y + x, x)  # noqa: E731
-    counts = [max(1, s // 4) for s in sizes]
-    alpha, beta = _fit_line(sizes, [timed(permute, c) for c in counts])
-    _, gamma = _fit_line(sizes, [timed(add, c) for c in counts])
-    device = jax.devices()[0]
-    plain = Calibration(alpha, beta, gamma, device.platform,
-                        f"jaxcoll.calibrate on {n} x {device.device_kind}, jax {jax.__version__}")
-    per_algorithm = tuple(row for primitive in primitives for row in
-                          _algorithm_factors(plain, mesh, primitive, algorithm_sizes, repeats))
-    return replace(plain, per_algorithm=per_algorithm)
-
-
 def schedule_bytes(primitive: str, input_bytes: int, n: int) -> int:
     """The buffer :func:`cost` is given for an input of ``input_bytes`` per rank: the output
     for allgather and gather (n times the input), the input otherwise."""
-    return input_bytes * (n if primitive in ("allgather", "gather") else 1)
-
-
-def _algorithm_factors(plain: Calibration, mesh, primitive: str, sizes, repeats: int):
-    """(primitive, algorithm, latency factor, bandwidth factor) for every algorithm of
-    ``primitive`` that ``auto`` chooses from: timed in alternation at each size, then
-    t = a·(α part) + b·(β, γ part) fitted to relative errors."""
-    from .bench import program, time_alternating, verifiable_values
-    from .families import SCHEDULES, two_level
-
-    import jax
-    from jax.sharding import NamedSharding, PartitionSpec as P
-
-    n = mesh.size
-    names = [name for name in sorted(SCHEDULES[primitive]) if not two_level(primitive, name)]
-    rows = {name: [] for name in names}  # name -> [(α part, β/γ part, measured)]
-    for size in sizes:
-        count = max(n, size // 4 // n * n)  # float32, a multiple of n
-        x = jax.device_put(verifiable_values(n, count, "float32"),
-                           NamedSharding(mesh, P(tuple(mesh.axis_names))))
-        programs = {name: program(primitive, name, mesh) for name in names}
-        times = time_alternating(programs, x, repeats)
-        nbytes = schedule_bytes(primitive, count * 4, n)
-        for name in names:
-            c, latency_part = _priced(primitive, name, n, nbytes, plain)
-            rows[name].append((latency_part, c.seconds - latency_part,
-                               float(np.median(times[name]))))
-    for name in names:
-        parts = np.array(rows[name])  # (sizes, 3)
-        weighted = parts[:, :2] / parts[:, 2:]  # relative errors: divide each row by its time
-        factors, *_ = np.linalg.lstsq(weighted, np.ones(len(parts)), rcond=None)
-        latency, bandwidth = (max(float(f), 0.05) for f in factors)
-        yield primitive, name, round(latency, 3), round(bandwidth, 3)
+    record = RECORDS[primitive]
+    grows = (record.rows_in, record.rows_out) == ("1", "n")  # allgather, gather
+    return input_bytes * (n if grows else 1)
 
 
 # ----------------------------------------------------------------------------- choosing
@@ -231,8 +158,6 @@ def _priced(primitive: str, algorithm: str, n: int, nbytes: float,
     """The plain α-β-γ cost of ``algorithm`` on n ranks and ``nbytes`` (pipelined trees with
     their usual piece count), and its α part: what the per-algorithm factors multiply, the
     same when they are fitted (calibrate) and when they are applied (ranking)."""
-    from .families import build_schedule, pipeline_pieces
-
     schedule = build_schedule(primitive, algorithm, n, 0, pipeline_pieces(int(nbytes)))
     c = cost(schedule, nbytes, alpha=cal.alpha, beta=cal.beta, gamma=cal.gamma)
     return c, c.messages * cal.alpha
@@ -244,8 +169,6 @@ def ranking(primitive: str, n: int, nbytes: float,
     ``nbytes`` per rank, cheapest first (pipelined trees with their usual piece count; the
     calibration's per-algorithm factors applied, where it has them). Two-level algorithms
     need the axis' shape and are left out: ``auto`` never picks them."""
-    from .families import SCHEDULES, two_level
-
     cal = calibration_ or calibration()
     costs = []
     for name in sorted(SCHEDULES[primitive]):

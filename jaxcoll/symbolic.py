@@ -106,12 +106,6 @@ def _origins(schedule: Schedule) -> Callable[[int], list[int | None]]:
     return lambda rank: [chunk if block_of(chunk) == rank else None for chunk in chunks]
 
 
-def initial_state(schedule: Schedule) -> list[list[Contributions | None]]:
-    """What each rank holds before the first round (None: nothing meaningful yet)."""
-    origins = _origins(schedule)
-    return [_Sets().row(rank, origins(rank)) for rank in range(schedule.n_ranks)]
-
-
 def _promises(schedule: Schedule) -> list[tuple[int, list[tuple[int, int, int]]]]:
     """What the primitive promises, rank by rank: (rank, [(chunk, origin, ranks), ...]) for the
     chunks it defines, in (rank, chunk) order; each must hold the contributions (r, origin) for
@@ -136,12 +130,6 @@ def _promises(schedule: Schedule) -> list[tuple[int, list[tuple[int, int, int]]]
         return [(root, every_chunk)]
     # reduce_scatter, scatter: block i to rank i
     return [(r, list(row)) for r, row in groupby(every_chunk, lambda item: block_of(item[0]))]
-
-
-def promised_state(schedule: Schedule) -> dict[tuple[int, int], Contributions]:
-    """What the primitive promises: {(rank, chunk): contributions} for the chunks it defines."""
-    return {(rank, chunk): _Sets().promise(origin, ranks)
-            for rank, row in _promises(schedule) for chunk, origin, ranks in row}
 
 
 def _check_writes(index: int, round_) -> None:

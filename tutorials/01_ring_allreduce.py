@@ -286,10 +286,10 @@ print("jaxcoll ring == psum, for 16 elements and for a (3, 7) array (padded insi
 # %% [markdown]
 # Here every rank returns its own row (`out_specs=P("i")`) so that we can check all eight. In
 # a training step you return the AllReduced gradient or parameters as one replicated value,
-# `out_specs=P()`; with a jaxcoll result that needs `check_vma=False` in `jax.shard_map`,
-# because JAX cannot prove that a `ppermute` result is the same on every rank (it is, bit for
-# bit). The README's
-# [sharp bit](../README.md#sharp-bit-replicated-outputs-and-check_vma) explains why.
+# `out_specs=P()`: jaxcoll's allreduce is typed invariant, as `lax.psum`'s is, so that works
+# under shard_map's default `check_vma=True`. (The hand-written ring above is typed varying:
+# JAX cannot prove that a `ppermute` result is the same on every rank.) The README's
+# [sharp bit](../README.md#sharp-bit-check_vma-typed-like-lax) says more.
 #
 # jaxcoll's ring schedule on 4 ranks reads like the pseudocode. One difference: round `step`
 # sends chunk `(rank - step - 1) % n`, one chunk earlier than the seed, so that rank r ends

@@ -369,14 +369,12 @@ def pad(v):                                        # (n_params,) -> (padded_len,
 
 # %% [markdown]
 # Both steps run in one `shard_map` over the 8 ranks. The parameters are replicated: every
-# rank holds all of them, in and out (`P()`). A jaxcoll result is typed by JAX as "varying"
-# across ranks (it comes out of `ppermute`s), so returning it as replicated needs
-# `check_vma=False`: JAX cannot prove that every rank holds the same bits, but they do (each
-# chunk is computed once and copied). The README's
-# [sharp bit](../README.md#sharp-bit-replicated-outputs-and-check_vma) explains it; we check
-# the promise below.
+# rank holds all of them, in and out (`P()`). The step passes `check_vma=False`, and we check
+# below that the promise `P()` makes holds (every rank holds the same bits: each chunk is
+# computed once and copied). The README's
+# [sharp bit](../README.md#sharp-bit-check_vma-typed-like-lax) says more.
 #
-# `check_vma=False` matters here for a second reason, one that is easy to miss: with the check
+# `check_vma=False` matters here for a reason that is easy to miss: with the check
 # on, `jax.grad` of a replicated (`P()`) input inside `shard_map` comes back **already summed
 # over the ranks**: JAX inserts the AllReduce itself (the transpose of "replicated -> per rank"
 # is a sum). A ReduceScatter or AllReduce on top would then reduce n copies of that same sum:

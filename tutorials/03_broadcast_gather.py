@@ -76,9 +76,8 @@ print(jax.devices())
 # `on_every_rank` below wraps a per-rank function like that and compiles it with `jax.jit`. Its
 # input and output are `(n, ...)` arrays: row r goes to rank r and comes back from rank r. The
 # results are returned per rank (`out_specs=P("i")`), so shard_map's replication check
-# (`check_vma`) can stay on. To return one replicated result with `out_specs=P()` instead, you
-# would need `check_vma=False`. The README's section
-# [replicated outputs](../README.md#sharp-bit-replicated-outputs-and-check_vma) explains why.
+# (`check_vma`) stays on; jaxcoll's collectives are typed like the `lax` built-ins (the
+# README's [sharp bit](../README.md#sharp-bit-check_vma-typed-like-lax)).
 #
 # When one program runs several collectives, we chain them with `jaxcoll.execute.after(x,
 # previous)`, which makes `x` wait for `previous` and changes no value. It works around a

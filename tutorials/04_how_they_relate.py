@@ -454,21 +454,22 @@ except jaxcoll.ScheduleError as error:
 # gather and allgatherᵀ = reduce_scatter, while allreduce and alltoall are their own transposes.
 # Transposing twice gives the map back, so each pair works in both directions.
 #
-# This is the same idea as `Schedule.reversed`. JAX transposes a `ppermute` by turning every
-# pair around and runs the backward pass in reverse order. The gradient of jaxcoll's broadcast
-# therefore *is* a reduce that the backward pass builds by itself.
+# This is the same idea as `Schedule.reversed`. Each jaxcoll collective is a JAX primitive
+# whose transpose rule runs the *dual schedule* (`jaxcoll.symbolic.dual`: rounds reversed,
+# every transfer turned around, a copy's transpose adding into its source): the gradient of
+# jaxcoll's broadcast *is* a reduce, one collective, and `verify` proves every dual.
 #
 # We check each pair numerically, on 8 fake devices (the mesh axis is named `"i"`), from root 5.
 # Each program computes `vjp(A)(ct)` and runs jaxcoll's B on the same `ct`; both are compared
 # with the answer computed in numpy. `on_every_rank` runs a per-rank function under `shard_map`
 # (rank r gets row r). The results are returned per rank (`out_specs=P("i")`), so shard_map's
 # replication check (`check_vma`) can stay on; see the README's
-# [replicated outputs](../README.md#sharp-bit-replicated-outputs-and-check_vma). Several
+# [sharp bit](../README.md#sharp-bit-check_vma-typed-like-lax). Several
 # collectives in one program are chained with `after` because of a CPU-only jaxlib 0.10 bug
 # (the README's
 # [sharp bit](../README.md#sharp-bit-jaxlib-010-on-cpu-runs-independent-collectives-into-each-other)).
-# (`jax.linear_transpose` would say the same thing more directly, but it fails on jaxcoll's
-# collectives: see the note at the end of the notebook.)
+# (`jax.linear_transpose` says the same thing more directly, and works on jaxcoll's
+# collectives too.)
 
 # %%
 n, AXIS, ROOT = 8, "i", 5
@@ -964,13 +965,8 @@ print("  ring allgather      =", coefficients(*terms_of("allgather", "ring")))
 #   bidirectional ring, where the model charges both directions as if one ran after the other:
 #   in the model it is strictly worse than the ring, and `auto` never picks it.
 #
-# **A library note.** `jax.linear_transpose` (rather than `jax.vjp`) fails on jaxcoll's
-# collectives on jax 0.10. The copy-only schedules move floats as their bits inside a
-# `custom_jvp` (`lax.bitcast_convert_type` has no transpose rule), and the reducing ones write
-# with a scatter whose transpose needs unique indices. `jax.vjp` and `jax.grad` go through the
-# custom rule and work, as above. The `custom_jvp` differentiates the float path (the same
-# `ppermute`s, run on the floats themselves), so the transpose `jax.vjp` computes is still JAX's
-# reversal of the `ppermute`s, as section 3 says.
+# **A library note.** `jax.vjp`, `jax.grad` and `jax.linear_transpose` all run the same
+# transpose rule: one collective on the dual schedule, checked above against numpy.
 #
 # ## Try it
 #

@@ -25,7 +25,7 @@
 # - how to write the training step with `jax.jit` and `jax.shard_map`, and where the
 #   allreduce goes (`jaxcoll.ring_allreduce(grads, axis="dp", op="mean")` instead of
 #   `lax.pmean`);
-# - why the step needs `check_vma=False`, and why that is safe here;
+# - why the step passes `check_vma=False`, and what `check_vma=True` would change;
 # - why the jaxcoll and `lax.pmean` runs agree to float32 rounding, but not bit for bit;
 # - how a *pytree* of gradients goes into **buckets**, one collective per bucket, and how to count
 #   the collectives a step compiles to.
@@ -157,9 +157,13 @@ ring_step = make_step(ring_mean)
 pmean_step = make_step(xla_mean)
 
 # %% [markdown]
-# ## 3. `check_vma`: why the jaxcoll step needs `check_vma=False`
+# ## 3. `check_vma`: why the step passes `check_vma=False`
 #
-# `make_step` passes `check_vma=False` to `shard_map`. Here is what happens without it:
+# `shard_map` tracks, for every value, whether it may differ between devices ("varying") or is
+# known to be the same on all of them ("invariant"); `check_vma` is that check ("vma": varying
+# manual axes), on by default. `out_specs=P()` promises "invariant". jaxcoll's collectives are
+# JAX primitives typed like the built-ins: an allreduce is invariant, as `lax.pmean`'s result
+# is, although inside it is a ring of `ppermute`s. So the step traces with the check on too:
 
 # %%
 sharded = NamedSharding(mesh, P("dp"))
@@ -167,25 +171,22 @@ x0, y0 = next(batches(1))
 x0, y0 = jax.device_put(x0, sharded), jax.device_put(y0, sharded)
 opt_state0 = optimizer.init(params0)
 
-try:
-    make_step(ring_mean, check_vma=True).lower(params0, opt_state0, x0, y0)  # tracing is enough
-    raise AssertionError("expected shard_map to refuse out_specs=P() for a ppermute result")
-except ValueError as error:
-    message = str(error)
-    assert "require replication which can't be statically inferred" in message
-    print(message[:message.index("* out_specs")].strip(), "\n ...")
+make_step(ring_mean, check_vma=True).lower(params0, opt_state0, x0, y0)  # out_specs=P() accepted
+seen = []                                        # the types inside one shard_map over "dp":
+
+
+def record_types(g):
+    seen.append((jax.typeof(ring_mean(g)), jax.typeof(xla_mean(g)), jax.typeof(g)))
+    return g
+
+
+jax.eval_shape(jax.shard_map(record_types, mesh=mesh, in_specs=P("dp"), out_specs=P("dp")),
+               jnp.zeros((8, 3)))
+ring_type, pmean_type, input_type = map(str, seen[0])
+assert ring_type == pmean_type != input_type
+print(f"input typed {input_type}; ring mean typed {ring_type}, lax.pmean typed {pmean_type}")
 
 # %% [markdown]
-# `shard_map` tracks, for every value, whether it may differ between devices ("varying") or is
-# known to be the same on all of them ("invariant"); `check_vma` is that check ("vma": varying
-# manual axes). `out_specs=P()` promises "invariant". `lax.pmean`'s result is typed invariant,
-# so the built-in step passes the check. The ring is made of `ppermute`s, whose results are
-# typed varying (each device receives something different), so JAX cannot prove the promise
-# and refuses. The [README](../README.md#sharp-bit-replicated-outputs-and-check_vma) explains
-# why there is no zero-cost public way to declare the ring's result invariant in the JAX
-# versions jaxcoll supports; its answer is to pass `check_vma=False`, as JAX's own error
-# message suggests, and keep the promise ourselves.
-#
 # **`check_vma` also changes what `jax.grad` returns.** With the check on, JAX knows the
 # parameters are invariant (`P()`), and the gradient of an invariant input used by every device
 # is the *sum* of all devices' contributions: JAX's autodiff inserts that sum, a `psum` in the
@@ -240,13 +241,11 @@ print(f"(row 0 = {rows[0]}, the mean of the rows = {rows.mean(0)}, their sum = {
 # the explicit allreduce does the averaging (the ring, with nothing but `ppermute`s), and the
 # program contains no all-reduce at all. That is what our training step does.
 #
-# The [README](../README.md#sharp-bit-replicated-outputs-and-check_vma) gives a second route
+# The [README](../README.md#sharp-bit-check_vma-typed-like-lax) gives a second route
 # that keeps the check on (the last row): `params = lax.pcast(params, "dp", to="varying")`
 # before `jax.grad` tells JAX to treat the parameters as possibly different per device, so
-# `jax.grad` returns each device's own gradient and inserts no sum. It fixes only the
-# gradients: the demo returns them with `out_specs=P("dp")`; returning the ring's result with
-# `out_specs=P()`, as the training step does, still needs `check_vma=False` (section 3's
-# error). The check-on path without the cast is legitimate JAX too: take the summed gradient,
+# `jax.grad` returns each device's own gradient and inserts no sum. The check-on path without
+# the cast is legitimate JAX too: take the summed gradient,
 # divide by n, and XLA's all-reduce has done the work. It just isn't the collective this
 # notebook is about.
 #

@@ -1,0 +1,150 @@
+"""Timing on the devices at hand: alternating medians, verifiable inputs, and
+:func:`calibrate` (α, β, γ and per-algorithm factors for :mod:`jaxcoll.model`).
+
+The library's measuring side: the benchmark (bench.py) and ``calibrate`` both use it; the
+model (model.py) stays plain arithmetic with no JAX in it.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from functools import lru_cache
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+from .check import call_collective
+from .families import SCHEDULES, two_level
+from .model import Calibration, _fit_line, _priced, schedule_bytes
+
+
+def largest_exact(dtype) -> int:
+    """L: every integer of magnitude up to L is exact in ``dtype``."""
+    dtype = jnp.dtype(dtype)
+    if dtype == np.bool_:
+        return 1
+    if jnp.issubdtype(dtype, jnp.floating):
+        return 2 ** (jnp.finfo(dtype).nmant + 1)
+    return int(jnp.iinfo(dtype).max)
+
+
+def verifiable_values(n: int, count: int, dtype, seed: int = 0) -> np.ndarray:
+    """(n, count) small integers in ``dtype``: every sum over the n ranks is exact in any order."""
+    dtype = jnp.dtype(dtype)
+    rng = np.random.default_rng(seed)
+    if dtype == np.bool_:
+        return rng.integers(0, 2, (n, count)).astype(bool)
+    bound = max(1, min(8, largest_exact(dtype) // n))
+    low = 0 if jnp.issubdtype(dtype, jnp.unsignedinteger) else -bound
+    return rng.integers(low, bound + 1, (n, count)).astype(dtype)
+
+
+def _axis(names: tuple):
+    """The axis argument for mesh axes ``names``: a name, or a tuple of them (row-major)."""
+    return names[0] if len(names) == 1 else names
+
+
+@lru_cache(maxsize=None)
+def program(op: str, algorithm: str, mesh, root: int = 0):
+    """jit(shard_map) of one collective over all of ``mesh``'s axes: (n, count) -> (n, ...)."""
+    axis = _axis(mesh.axis_names)
+    return jax.jit(jax.shard_map(
+        lambda b: call_collective(op, algorithm, b[0], axis, root)[None],
+        mesh=mesh, in_specs=P(mesh.axis_names), out_specs=P(mesh.axis_names)))
+
+
+def time_alternating(programs: dict, x, iters: int, warmup: int = 1,
+                     tick=lambda: None) -> dict[str, list[float]]:
+    """Seconds per call: ``warmup`` calls each, then ``iters`` rounds of one call each, the
+    first of a round rotating; ``tick()`` after every round."""
+    names = list(programs)
+    for _ in range(warmup):
+        for name in names:
+            programs[name](x).block_until_ready()
+    times = {name: [] for name in names}
+    for i in range(iters):
+        for name in names[i % len(names):] + names[:i % len(names)]:
+            start = time.perf_counter()
+            programs[name](x).block_until_ready()
+            times[name].append(time.perf_counter() - start)
+        tick()
+    return times
+
+
+# ----------------------------------------------------------------------------- calibration
+
+ALGORITHM_SIZES = (1 << 11, 1 << 17, 1 << 23)  # bytes per rank: 2 KiB, 128 KiB, 8 MiB
+
+
+def calibrate(mesh_or_n=None, *, sizes=(1 << 8, 1 << 12, 1 << 16, 1 << 20, 1 << 22),
+              steps: int = 8, repeats: int = 7, primitives=(),
+              algorithm_sizes=ALGORITHM_SIZES) -> Calibration:
+    """Measure α, β, γ on the devices at hand: a ring of ppermutes (``steps`` in a loop, so
+    dispatch is amortised) and a local add over a size sweep, each fitted to relative errors.
+
+    ``mesh_or_n``: a Mesh (all its axes form the ring) or a device count (the first n devices;
+    default all). ``primitives`` (e.g. ``("allreduce",)``): also time every algorithm of those
+    at ``algorithm_sizes`` bytes per rank and fit its per-algorithm factors (see
+    :class:`Calibration`; a minute or more: every algorithm compiles at every size). Returns
+    the Calibration; pass it to :func:`set_calibration` to use it.
+    """
+    if isinstance(mesh_or_n, Mesh):
+        mesh = mesh_or_n
+    else:
+        n = len(jax.devices()) if mesh_or_n is None else int(mesh_or_n)
+        mesh = Mesh(np.array(jax.devices()[:n]), ("ranks",))
+    axes, n = tuple(mesh.axis_names), mesh.size
+    ring = [(r, (r + 1) % n) for r in range(n)]
+
+    def timed(body, count):
+        program = jax.jit(jax.shard_map(body, mesh=mesh, in_specs=P(axes), out_specs=P(axes)))
+        x = jax.device_put(jnp.ones((n * count,), jnp.float32), NamedSharding(mesh, P(axes)))
+        program(x).block_until_ready()  # compile and warm up
+        times = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            program(x).block_until_ready()
+            times.append(time.perf_counter() - start)
+        return float(np.median(times)) / steps
+
+    permute = lambda x: lax.fori_loop(0, steps, lambda i, y: lax.ppermute(y, axes, ring), x)  # noqa: E731
+    add = lambda x: lax.fori_loop(0, steps, lambda i, y: y + x, x)  # noqa: E731
+    counts = [max(1, s // 4) for s in sizes]
+    alpha, beta = _fit_line(sizes, [timed(permute, c) for c in counts])
+    _, gamma = _fit_line(sizes, [timed(add, c) for c in counts])
+    device = jax.devices()[0]
+    plain = Calibration(alpha, beta, gamma, device.platform,
+                        f"jaxcoll.calibrate on {n} x {device.device_kind}, jax {jax.__version__}")
+    per_algorithm = tuple(row for primitive in primitives for row in
+                          _algorithm_factors(plain, mesh, primitive, algorithm_sizes, repeats))
+    return replace(plain, per_algorithm=per_algorithm)
+
+
+def _algorithm_factors(plain: Calibration, mesh, primitive: str, sizes, repeats: int):
+    """(primitive, algorithm, latency factor, bandwidth factor) for every algorithm of
+    ``primitive`` that ``auto`` chooses from: timed in alternation at each size, then
+    t = a·(α part) + b·(β, γ part) fitted to relative errors."""
+    n = mesh.size
+    names = [name for name in sorted(SCHEDULES[primitive]) if not two_level(primitive, name)]
+    rows = {name: [] for name in names}  # name -> [(α part, β/γ part, measured)]
+    for size in sizes:
+        count = max(n, size // 4 // n * n)  # float32, a multiple of n
+        x = jax.device_put(verifiable_values(n, count, "float32"),
+                           NamedSharding(mesh, P(tuple(mesh.axis_names))))
+        programs = {name: program(primitive, name, mesh) for name in names}
+        times = time_alternating(programs, x, repeats)
+        nbytes = schedule_bytes(primitive, count * 4, n)
+        for name in names:
+            c, latency_part = _priced(primitive, name, n, nbytes, plain)
+            rows[name].append((latency_part, c.seconds - latency_part,
+                               float(np.median(times[name]))))
+    for name in names:
+        parts = np.array(rows[name])  # (sizes, 3)
+        weighted = parts[:, :2] / parts[:, 2:]  # relative errors: divide each row by its time
+        factors, *_ = np.linalg.lstsq(weighted, np.ones(len(parts)), rcond=None)
+        latency, bandwidth = (max(float(f), 0.05) for f in factors)
+        yield primitive, name, round(latency, 3), round(bandwidth, 3)
