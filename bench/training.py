@@ -11,9 +11,9 @@
 2. **Mixed precision.** Random normal bfloat16 data (8 ranks, ``--accuracy-count`` values
    each) summed by the ring and by psum, in bfloat16 and with ``accum_dtype=float32``: max
    and mean absolute error against the float64 sum of the same bfloat16 values.
-3. **Gradient rule.** Compile and run time of ``jax.grad`` through a ring allreduce, with
-   JAX's automatic transpose of the executor and with a ``custom_vjp`` whose backward pass is
-   another ring allreduce of the cotangent.
+3. **Gradient rule.** Run time of ``jax.grad`` through an allreduce of the ResNet-50 tree
+   against its forward pass, for ``lax.psum`` and for jaxcoll's ring (whose transpose rule
+   runs one ring on the dual schedule).
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def resnet50_shapes() -> list[tuple[int, ...]]:
     return shapes + [(2048, 1000), (1000,)]
 
 
-def _spmd(mesh, fn):
+def _spmd(mesh, fn, check_vma: bool = True):
     """jit(shard_map(fn)) over the mesh's one axis; arguments and results have a leading
     rank axis, which ``fn`` does not see."""
     import jax
@@ -53,7 +53,8 @@ def _spmd(mesh, fn):
     def body(x):
         out = fn(jax.tree.map(lambda a: a[0], x))
         return jax.tree.map(lambda y: y[None], out)
-    return jax.jit(jax.shard_map(body, mesh=mesh, in_specs=P(AXIS), out_specs=P(AXIS)))
+    return jax.jit(jax.shard_map(body, mesh=mesh, in_specs=P(AXIS), out_specs=P(AXIS),
+                                 check_vma=check_vma))
 
 
 def _ready(program):
@@ -80,18 +81,20 @@ def _check(compiled: dict, x, baseline: str) -> None:
         assert wrong == 0, f"{name}: {wrong} elements differ from {baseline}"
 
 
-def _timed(compiled: dict, x, iters: int) -> None:
-    """Time compiled programs in alternation; print a table (ratios to the first)."""
+def _timed(compiled: dict, x, iters: int, ratios: dict | None = None) -> None:
+    """Time compiled programs in alternation; print a table (ratios to the first, or to the
+    program ``ratios`` names for each)."""
     from jaxcoll.bench import time_alternating
 
     times = time_alternating({k: _ready(call) for k, (call, _) in compiled.items()}, x, iters)
-    first = statistics.median(times[next(iter(compiled))])
+    medians = {name: statistics.median(t) for name, t in times.items()}
+    first = next(iter(compiled))
     print(f"  {'program':<28}{'compile (s)':>12}{'median (ms)':>13}{'min (ms)':>10}"
-          f"{'/ first':>10}")
+          f"{'ratio':>8}  to")
     for name, (_, compile_s) in compiled.items():
-        median = statistics.median(times[name])
-        print(f"  {name:<28}{compile_s:>12.1f}{median * 1e3:>13.1f}"
-              f"{min(times[name]) * 1e3:>10.1f}{median / first:>10.2f}")
+        to = (ratios or {}).get(name, first)
+        print(f"  {name:<28}{compile_s:>12.1f}{medians[name] * 1e3:>13.1f}"
+              f"{min(times[name]) * 1e3:>10.1f}{medians[name] / medians[to]:>8.2f}  {to}")
 
 
 def bucketing(mesh, iters: int) -> None:
@@ -169,36 +172,44 @@ def accuracy(mesh, count: int) -> None:
             print(f"  {algorithm:<10}{name:<14}{error.max():>12.4g}{error.mean():>14.4g}")
 
 
-def gradient_rule(mesh, count: int, iters: int) -> None:
-    """Part 3: grad through a ring allreduce, automatic transpose vs a custom_vjp."""
+def gradient_rule(mesh, iters: int) -> None:
+    """Part 3: jax.grad through an allreduce of the ResNet-50 tree against its forward pass:
+    psum, and jaxcoll's ring, whose transpose is one ring on the dual schedule."""
     import jax
     import jax.numpy as jnp
+    from jax import lax
     from jax.sharding import NamedSharding, PartitionSpec as P
 
     import jaxcoll
 
-    @jax.custom_vjp
-    def custom_ring(x):
-        return jaxcoll.ring_allreduce(x, AXIS)
+    def forward(allreduce):
+        return lambda tree: allreduce(tree)
 
-    custom_ring.defvjp(lambda x: (custom_ring(x), None),
-                       lambda _, cotangent: (jaxcoll.ring_allreduce(cotangent, AXIS),))
+    def backward(allreduce):  # the loss is cheap next to the collectives: half the squares
+        def loss(tree):
+            return sum(0.5 * jnp.vdot(leaf, leaf) for leaf in jax.tree.leaves(allreduce(tree)))
+        return jax.grad(loss)
 
-    def grad_through(allreduce):
-        return lambda x: jax.grad(lambda v: jnp.sum(jnp.sin(allreduce(v))))(x)
-
-    n = mesh.size
-    x = jax.device_put(np.random.default_rng(2).normal(size=(n, count)).astype(np.float32),
-                       NamedSharding(mesh, P(AXIS)))
-    print(f"3. jax.grad through a ring allreduce of {count} float32 per rank "
-          f"({count * 4 / 2**20:g} MiB), {n} ranks, {iters} alternating calls")
-    programs = {"automatic transpose": _spmd(mesh, grad_through(
-                    lambda v: jaxcoll.ring_allreduce(v, AXIS))),
-                "custom_vjp": _spmd(mesh, grad_through(custom_ring))}
-    compiled = _compiled(programs, x)
-    got, want = (np.asarray(call(x)) for call, _ in compiled.values())
-    print(f"  max |difference| of the two gradients: {np.max(np.abs(got - want)):.3g}")
-    _timed(compiled, x, iters)
+    n, shapes = mesh.size, resnet50_shapes()
+    rng = np.random.default_rng(3)
+    tree = [jax.device_put(rng.integers(-8, 9, (n, *shape)).astype(np.float32),
+                           NamedSharding(mesh, P(AXIS))) for shape in shapes]
+    megabytes = sum(np.prod(s) for s in shapes) * 4 / 2**20
+    print(f"3. jax.grad vs forward: allreduce of the ResNet-50 tree ({len(shapes)} leaves, "
+          f"{megabytes:.1f} MiB per rank), {n} ranks, {iters} alternating calls")
+    psum = lambda t: lax.psum(t, AXIS)  # noqa: E731
+    ring = lambda t: jaxcoll.ring_allreduce(t, AXIS)  # noqa: E731
+    # Under check_vma=True an allreduce's transpose is a cast (JAX's psum rule: nothing
+    # moves); under check_vma=False it is a second allreduce (jaxcoll: the dual schedule).
+    programs = {"psum forward": _spmd(mesh, forward(psum)),
+                "psum grad": _spmd(mesh, backward(psum)),
+                "psum grad, check_vma=False": _spmd(mesh, backward(psum), check_vma=False),
+                "ring forward": _spmd(mesh, forward(ring)),
+                "ring grad": _spmd(mesh, backward(ring)),
+                "ring grad, check_vma=False": _spmd(mesh, backward(ring), check_vma=False)}
+    compiled = _compiled(programs, tree)
+    _timed(compiled, tree, iters, ratios={
+        name: name.split(" grad")[0] + " forward" for name in programs if " grad" in name})
 
 
 def main(argv=None) -> int:
@@ -207,7 +218,6 @@ def main(argv=None) -> int:
     parser.add_argument("--iters", type=int, default=9, help="timed calls per program")
     parser.add_argument("--parts", default="1,2,3", help="comma-separated: 1, 2, 3")
     parser.add_argument("--accuracy-count", type=int, default=1 << 20)
-    parser.add_argument("--grad-count", type=int, default=1 << 22)
     args = parser.parse_args(argv)
 
     import jax
@@ -224,7 +234,7 @@ def main(argv=None) -> int:
     if "2" in parts:
         accuracy(mesh, args.accuracy_count)
     if "3" in parts:
-        gradient_rule(mesh, args.grad_count, args.iters)
+        gradient_rule(mesh, args.iters)
     return 0
 
 

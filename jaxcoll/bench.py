@@ -75,6 +75,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from .records import RECORDS
 from .timing import (_axis, largest_exact, program, time_alternating,  # noqa: F401 (API)
                      verifiable_values)
 
@@ -101,16 +102,8 @@ class Convention:
     reduces: bool = False
 
 
-CONVENTIONS = {
-    "allreduce": Convention("2(n-1)/n", "whole", reduces=True),
-    "reduce_scatter": Convention("(n-1)/n", "scatter", reduces=True),
-    "allgather": Convention("(n-1)/n", "gather"),
-    "alltoall": Convention("(n-1)/n", "scatter"),
-    "broadcast": Convention("1", "whole"),
-    "reduce": Convention("1", "whole", reduces=True),
-    "gather": Convention("(n-1)/n", "gather"),
-    "scatter": Convention("(n-1)/n", "scatter"),
-}
+CONVENTIONS = {name: Convention(record.busbw, record.layout, record.reduces)
+               for name, record in RECORDS.items()}
 
 
 def busbw_factor(op: str, n: int) -> float:

@@ -17,12 +17,14 @@ from . import collectives
 from .families import SCHEDULES, two_level
 from .distributed import local_blocks
 from .execute import after, serialize_collectives
+from .records import RECORDS
 
 AXIS = "ranks"
 LEVELS = ("outer", "inner")  # the tuple axis two-level algorithms run on
-ROOTED = ("broadcast", "reduce", "gather", "scatter")
-# x is cut into n blocks: element counts are rounded up to a multiple of n
-SCATTERING = ("reduce_scatter", "scatter", "alltoall")
+ROOTED = tuple(name for name, record in RECORDS.items() if record.rooted)
+# x is cut into n blocks (reduce_scatter, scatter, alltoall): element counts are rounded up to
+# a multiple of n
+SCATTERING = tuple(name for name, record in RECORDS.items() if record.rows_in == "n")
 
 
 @dataclass(frozen=True)

@@ -6,20 +6,16 @@ with an ``axis_name``), on every rank at once:
 
 1. The caller's ``(n_blocks, block_len)`` buffer is padded and cut into the schedule's
    ``(n_chunks, chunk_len)`` layout.
-2. Each round becomes one ``ppermute`` per "matching": a set of transfers in which every rank
-   sends at most once and receives at most once, all moving the same number of chunks the same
-   way (copy or reduce). A round whose transfers don't fit one matching is split into several;
-   all of them read the buffer as it was before the round.
-3. Which chunks a rank sends and receives are small constant tables indexed by
-   ``lax.axis_index``. Consecutive rounds with the same permutations share their code: they
-   become one ``lax.fori_loop`` over stacked tables, so the compiled program of the ring stays
-   the same size as n grows.
+2. It traces the schedule's lowering plan (plan.py, numpy only, cached per schedule): one
+   ``ppermute`` per matching of each round, the chunk ids as constant tables indexed by
+   ``lax.axis_index``, consecutive identical rounds as one ``lax.fori_loop``.
+3. ``ppermute`` gets the axis names in the mesh's order and its pairs renumbered to match
+   (``_compat.AxisPlan``), so a tuple axis in any order numbers ranks as ``lax.axis_index``.
 4. The result is unpadded back to ``(n_blocks, block_len)``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import Callable
 
@@ -30,76 +26,10 @@ from jax import lax
 
 from . import _compat
 from ._compat import AxisPlan, serialize_collectives  # noqa: F401 (serialize_collectives: API)
-from .schedules import Schedule, Transfer, split_round
+from .plan import Segment, full_permutation, lower  # noqa: F401 (lower: API)
+from .schedules import Schedule
 
 Combine = Callable[[jnp.ndarray, jnp.ndarray], jnp.ndarray]
-
-
-@dataclass(frozen=True)
-class Matching:
-    """One ``ppermute``: ``perm`` pairs, each moving ``n_moved`` chunks, copied or reduced."""
-
-    perm: tuple[tuple[int, int], ...]
-    n_moved: int
-    reduce: bool
-
-
-@dataclass(frozen=True)
-class Segment:
-    """Consecutive rounds made of the same matchings, run as one loop over chunk-id tables.
-
-    ``send_ids[j][step, rank]`` are the chunks ``rank`` sends in matching j of round ``step``;
-    ``recv_ids`` likewise for the chunks it receives into. Shapes: (n_steps, n_ranks, n_moved).
-    """
-
-    matchings: tuple[Matching, ...]
-    send_ids: tuple[np.ndarray, ...]
-    recv_ids: tuple[np.ndarray, ...]
-
-    @property
-    def n_steps(self) -> int:
-        return self.send_ids[0].shape[0]
-
-
-def _chunk_table(transfers: list[Transfer], n_ranks: int, sending: bool) -> np.ndarray:
-    """(n_ranks, n_moved) ids of the chunks each rank sends (or receives into); ranks not
-    taking part get 0..n_moved-1 (unused)."""
-    n_moved = len(transfers[0].chunks)
-    table = np.tile(np.arange(n_moved, dtype=np.int32), (n_ranks, 1))  # (n_ranks, n_moved)
-    for t in transfers:
-        if sending:
-            table[t.src] = t.chunks
-        else:
-            table[t.dst] = t.into
-    return table
-
-
-@lru_cache(maxsize=256)
-def lower(schedule: Schedule) -> tuple[Segment, ...]:
-    """The schedule as segments of identical consecutive rounds (cached per schedule)."""
-    segments: list[tuple[tuple[Matching, ...], list, list]] = []
-    for round_ in schedule.rounds:
-        groups = split_round(round_)
-        matchings = tuple(
-            Matching(tuple((t.src, t.dst) for t in g), len(g[0].chunks), g[0].reduce)
-            for g in groups)
-        sends = [_chunk_table(g, schedule.n_ranks, sending=True) for g in groups]
-        recvs = [_chunk_table(g, schedule.n_ranks, sending=False) for g in groups]
-        if segments and segments[-1][0] == matchings:
-            segments[-1][1].append(sends)
-            segments[-1][2].append(recvs)
-        else:
-            segments.append((matchings, [sends], [recvs]))
-    return tuple(
-        Segment(matchings,
-                tuple(np.stack(per_step) for per_step in zip(*sends)),  # (n_steps, n, n_moved)
-                tuple(np.stack(per_step) for per_step in zip(*recvs)))
-        for matchings, sends, recvs in segments if matchings)
-
-
-def _contiguous(table: np.ndarray) -> bool:
-    """True if every row of the table is a run c, c+1, ..., so a dynamic slice can serve."""
-    return bool(np.all(np.diff(table, axis=-1) == 1))
 
 
 def _take(buf, ids, contiguous: bool):
@@ -116,19 +46,6 @@ def _put(buf, ids, values, contiguous: bool):
     return buf.at[ids].set(values)
 
 
-def _full_permutation(perm, n_ranks: int) -> tuple[tuple[int, int], ...]:
-    """``perm`` completed to a permutation of all ranks: idle ranks send to themselves, and the
-    leftover idle senders to the leftover idle receivers (data those receivers ignore)."""
-    senders = {src for src, _ in perm}
-    receivers = {dst for _, dst in perm}
-    idle_senders = [r for r in range(n_ranks) if r not in senders]
-    idle_receivers = [r for r in range(n_ranks) if r not in receivers]
-    both = [r for r in idle_senders if r in idle_receivers]
-    extra = [(r, r) for r in both] + list(zip([r for r in idle_senders if r not in both],
-                                              [r for r in idle_receivers if r not in both]))
-    return tuple(perm) + tuple(extra)
-
-
 def _row(table: np.ndarray, step, me):
     """``table[step, me]`` for a constant (n_steps, n_ranks, ...) table; ``step`` may be traced."""
     if table.shape[0] == 1:
@@ -138,10 +55,19 @@ def _row(table: np.ndarray, step, me):
 
 
 def after(value, previous):
-    """``value``, made to wait until ``previous`` (any pytree) has been computed."""
-    if not jax.tree_util.tree_leaves(previous):
+    """``value`` (any pytree), made to wait until ``previous`` (any pytree) has been
+    computed."""
+    leaves = jax.tree_util.tree_leaves(previous)
+    if not leaves:
         return value
-    value, _ = lax.optimization_barrier((value, previous))
+    # The barrier casts a leaf typed invariant where ``value`` is varying (an allreduce result
+    # under check_vma) to varying, and that cast's transpose is a psum: keep such leaves out
+    # of differentiation (their collective's own transpose communicates nothing to order).
+    varying = frozenset().union(*(_compat.varying_axes(jax.typeof(v))
+                                  for v in jax.tree_util.tree_leaves(value)))
+    leaves = [leaf if _compat.varying_axes(jax.typeof(leaf)) >= varying
+              else lax.stop_gradient(leaf) for leaf in leaves]
+    value, _ = lax.optimization_barrier((value, leaves))
     return value
 
 
@@ -158,54 +84,13 @@ def in_sequence(fn: Callable, arrays: list, *more: list) -> list:
     return results
 
 
-def _distinct_per_rank(tables: list[np.ndarray], past_end: int) -> bool:
-    """True if no rank writes a chunk twice in any step (ids >= ``past_end`` are dropped)."""
-    ids = np.concatenate(tables, axis=-1)  # (n_steps, n_ranks, all moved)
-    for row in ids.reshape(-1, ids.shape[-1]):
-        real = row[row < past_end]
-        if len(np.unique(real)) < len(real):
-            return False
-    return True
-
-
-def _lower_sender_first(matching: Matching, n_ranks: int) -> np.ndarray | None:
-    """(1, n_ranks): True where a rank's sender has the lower rank, for a reducing matching in
-    which some pair of ranks send to each other; None otherwise (the order doesn't matter)."""
-    pairs = set(matching.perm)
-    if not matching.reduce or not any((dst, src) in pairs for src, dst in pairs):
-        return None
-    sender_first = np.zeros((1, n_ranks), dtype=bool)
-    for src, dst in matching.perm:
-        sender_first[0, dst] = src < dst
-    return sender_first
-
-
 def _run_segment(segment: Segment, buf, plan: AxisPlan, combine: Combine):
+    """Trace one segment of the lowering plan on the (n_chunks, chunk_len) buffer."""
     me = lax.axis_index(plan.axes)
-    n_ranks, n_chunks = plan.n_ranks, buf.shape[0]
-    perms, receiver_masks = [], []
-    for matching in segment.matchings:
-        perm = matching.perm if plan.in_mesh else _full_permutation(matching.perm, n_ranks)
-        perms.append(tuple((plan.permute_rank[src], plan.permute_rank[dst])
-                           for src, dst in perm))
-        receivers = np.zeros((1, n_ranks), dtype=bool)  # (1 step, n_ranks)
-        receivers[0, [dst for _, dst in matching.perm]] = True
-        receiver_masks.append(None if receivers.all() else receivers)
-    send_contiguous = [_contiguous(table) for table in segment.send_ids]
-    # Partners that reduce into each other (recursive doubling) must compute the same bits,
-    # NaNs included: both keep the lower rank's NaN.
-    lower_first = [_lower_sender_first(m, n_ranks) for m in segment.matchings]
-    # Dynamic-update-slices make XLA copy the whole buffer where a round writes it several
-    # times (one per matching), and outside loops, where XLA fuses a round's write into the
-    # next round's reads. There, if no rank writes a chunk twice in a round, one scatter does
-    # the round's writes; the ids of ranks outside a matching point past the end: dropped.
-    # (At 4 MiB on 8 fake CPU devices: halving_doubling allreduce 29 -> 18 ms, double_tree
-    # 80 -> 38 ms, bidirectional_ring 106 -> 21 ms; the ring's loop keeps its in-place DUS.)
-    dropping_ids = [np.where(mask.T[None] if mask is not None else True, table, n_chunks)
-                    for table, mask in zip(segment.recv_ids, receiver_masks)]
-    one_write = ((len(segment.matchings) > 1 or segment.n_steps == 1)
-                 and _distinct_per_rank(dropping_ids, n_chunks))
-    recv_contiguous = [_contiguous(table) for table in segment.recv_ids]
+    perms = [matching.perm if plan.in_mesh else full_permutation(matching.perm, plan.n_ranks)
+             for matching in segment.matchings]
+    perms = [tuple((plan.permute_rank[src], plan.permute_rank[dst]) for src, dst in perm)
+             for perm in perms]  # in the numbering ppermute uses (the mesh's order)
 
     def reduce(old, got, sender_first):
         out = combine(old, got)
@@ -221,25 +106,27 @@ def _run_segment(segment: Segment, buf, plan: AxisPlan, combine: Combine):
     def one_round(step, buf):
         # Every matching of the round reads the buffer as it was before the round.
         outgoing = [_take(buf, _row(table, step, me), contiguous)
-                    for table, contiguous in zip(segment.send_ids, send_contiguous)]
+                    for table, contiguous in zip(segment.send_ids, segment.send_contiguous)]
         received = in_sequence(
             lambda out, perm: lax.ppermute(out, plan.permute_axes, perm=perm),
-            outgoing, perms)  # each (n_moved, chunk_len)  # each (n_moved, chunk_len)
-        if one_write:  # one scatter for the whole round
-            ids = [_row(table, step, me) for table in dropping_ids]
-            got = [reduce(_take(buf, i, False), r, lower_first[j]) if m.reduce else r
+            outgoing, perms)  # each (n_moved, chunk_len)
+        if segment.one_write:  # one scatter for the whole round
+            ids = [_row(table, step, me) for table in segment.dropping_ids]
+            got = [reduce(_take(buf, i, False), r, segment.lower_sender_first[j]) if m.reduce
+                   else r
                    for j, (i, r, m) in enumerate(zip(ids, received, segment.matchings))]
             return buf.at[jnp.concatenate(ids)].set(jnp.concatenate(got), mode="drop")
         for j, matching in enumerate(segment.matchings):
             got = received[j]
             ids = _row(segment.recv_ids[j], step, me)
-            if matching.reduce or receiver_masks[j] is not None:
-                old = _take(buf, ids, recv_contiguous[j])
+            receivers = segment.receivers[j]
+            if matching.reduce or receivers is not None:
+                old = _take(buf, ids, segment.recv_contiguous[j])
                 if matching.reduce:
-                    got = reduce(old, got, lower_first[j])
-                if receiver_masks[j] is not None:  # ranks outside the matching keep theirs
-                    got = jnp.where(_row(receiver_masks[j], 0, me), got, old)
-            buf = _put(buf, ids, got, recv_contiguous[j])
+                    got = reduce(old, got, segment.lower_sender_first[j])
+                if receivers is not None:  # ranks outside the matching keep theirs
+                    got = jnp.where(_row(receivers, 0, me), got, old)
+            buf = _put(buf, ids, got, segment.recv_contiguous[j])
         return buf
 
     if segment.n_steps == 1:

@@ -20,6 +20,7 @@ rows in and out) and carries its schedule as a parameter:
 
 from __future__ import annotations
 
+from dataclasses import fields
 from functools import partial
 
 import jax
@@ -52,7 +53,15 @@ def collective(schedule: Schedule, buf, axis, op: str = "sum"):
     return _bind(buf, schedule=schedule, plan=plan, op=op, invariant=invariant)
 
 
+class _Shown(Schedule):
+    """A schedule as a primitive's parameter: printed in jaxprs by its one-line repr."""
+
+    __str__ = Schedule.__repr__
+
+
 def _bind(buf, *, schedule: Schedule, plan, op: str, invariant: bool):
+    if type(schedule) is not _Shown:
+        schedule = _Shown(**{f.name: getattr(schedule, f.name) for f in fields(Schedule)})
     return PRIMITIVES[schedule.primitive].bind(buf, schedule=schedule, plan=plan, op=op,
                                                invariant=invariant)
 

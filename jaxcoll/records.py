@@ -26,6 +26,15 @@ class Record:
     invariant: bool = False  # typed invariant over the axis, as lax's built-in (psum) is
     dual: str = ""  # "" : its own transpose, with its own schedule
     reference: str = ""  # the lax built-in it matches (or is built from)
+    busbw: str = "(n-1)/n"  # nccl-tests' busbw / algbw (doc/PERFORMANCE.md)
+
+    @property
+    def layout(self) -> str:
+        """How nccl-tests sizes it: "whole" (S is the buffer), "scatter" (S is the input, n
+        blocks) or "gather" (S is the output, n blocks)."""
+        if self.rows_in == "n":
+            return "scatter"
+        return "gather" if self.rows_out == "n" else "whole"
 
     def rows(self, which: str, n: int) -> int:
         """``rows_in``/``rows_out``/``schedule_blocks`` as a number for n ranks."""
@@ -34,15 +43,15 @@ class Record:
 
 RECORDS: dict[str, Record] = {r.name: r for r in (
     Record("allreduce", "1", "1", "1", reduces=True, invariant=True,
-           reference="lax.psum / pmax / pmin"),
+           reference="lax.psum / pmax / pmin", busbw="2(n-1)/n"),
     Record("reduce_scatter", "n", "1", "n", reduces=True, dual="allgather",
            reference="lax.psum_scatter"),
     Record("allgather", "1", "n", "n", dual="reduce_scatter", reference="lax.all_gather"),
     Record("alltoall", "n", "n", "2n", reference="lax.all_to_all"),
     Record("broadcast", "1", "1", "1", rooted=True, dual="reduce",
-           reference="lax.all_gather, root's block"),
+           reference="lax.all_gather, root's block", busbw="1"),
     Record("reduce", "1", "1", "1", rooted=True, reduces=True, dual="broadcast",
-           reference="lax.psum, zeros off the root"),
+           reference="lax.psum, zeros off the root", busbw="1"),
     Record("gather", "1", "n", "n", rooted=True, dual="scatter",
            reference="lax.all_gather, zeros off the root"),
     Record("scatter", "n", "1", "n", rooted=True, dual="gather",

@@ -16,6 +16,7 @@ pictures) uses them.
 from __future__ import annotations
 
 from collections import Counter
+from functools import lru_cache
 from itertools import groupby
 from typing import Callable
 
@@ -260,6 +261,7 @@ def verify(schedule: Schedule) -> None:
     check_matchings(schedule)
 
 
+@lru_cache(maxsize=256)
 def dual(schedule: Schedule) -> Schedule:
     """The schedule of the transpose of ``schedule``'s primitive: rounds reversed, each transfer
     turned around, labelled with the dual primitive (records.py; allreduce and alltoall are

@@ -19,6 +19,7 @@ import pytest
 from jax import lax
 
 import jaxcoll
+from jaxcoll.check import ROOTED
 from helpers import (AXIS, COUNTS, DTYPES, assert_same, count_permutes, exact_inputs, grad_of,
                      mesh, other_collectives, ours_vs_xla, per_rank)
 from jaxcoll.families import SCHEDULES, build_schedule, pipeline_pieces
@@ -27,7 +28,6 @@ from jaxcoll import collectives
 from jaxcoll.execute import execute, in_sequence
 from jaxcoll.families import binomial
 
-ROOTED = ("broadcast", "reduce", "gather", "scatter")
 FULL_NS = (2, 3, 8)  # besides binomial, algorithms run ops and layouts at these n
 
 

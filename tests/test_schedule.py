@@ -9,8 +9,8 @@ from jax import lax
 
 from helpers import AXIS, assert_same, per_rank
 from jaxcoll.families import build_schedule
-from jaxcoll.execute import execute, in_sequence, lower, split_round
-from jaxcoll.schedules import Round, Schedule, Transfer
+from jaxcoll.execute import execute, in_sequence, lower
+from jaxcoll.schedules import Round, Schedule, Transfer, split_round
 
 
 def simulate(schedule: Schedule, buffers: np.ndarray) -> np.ndarray:

@@ -8,12 +8,12 @@ from dataclasses import replace
 import pytest
 
 import jaxcoll
+from jaxcoll.check import ROOTED
 from jaxcoll.families import SCHEDULES, build_schedule, two_level
 from jaxcoll.schedules import Round, Schedule, Transfer
 from jaxcoll.symbolic import ScheduleError, verify
 
 PAIRS = [(p, a) for p, algorithms in SCHEDULES.items() for a in algorithms]
-ROOTED = ("broadcast", "reduce", "gather", "scatter")
 
 
 def shapes(primitive: str, algorithm: str, n: int) -> list:

@@ -676,7 +676,7 @@ print(f"GPU estimate: α/β = {human(gpu.alpha / gpu.beta)} (CPU: {human(cpu.alp
 # after another, with nothing else competing for the links.
 
 # %%
-from jaxcoll.execute import split_round  # how jaxcoll.cost cuts a round into ppermutes
+from jaxcoll.schedules import split_round  # how jaxcoll.cost cuts a round into ppermutes
 
 NODES, GPUS_PER_NODE = 4, 8
 NVLINK = jaxcoll.Calibration(alpha=15e-6, beta=1 / 370e9, gamma=gpu.gamma, backend="gpu",

@@ -406,12 +406,10 @@ def count(pattern, text):
 bucket_rows = []
 for bucket_bytes in [jaxcoll.BUCKET_BYTES, 4096, 1]:
     step = make_step(lambda t: jaxcoll.ring_allreduce(t, "dp", op="mean", bucket_bytes=bucket_bytes))
-    lowered = step.lower(params0, opt_state0, x0, y0)
-    # the default step is ring_step's program, compiled already; the others are only lowered
-    text = (ring_step.lower(params0, opt_state0, x0, y0).compile().as_text()
-            if bucket_bytes == jaxcoll.BUCKET_BYTES else lowered.as_text())
-    permutes = count(r"collective-permute\(" if bucket_bytes == jaxcoll.BUCKET_BYTES
-                     else r"collective_permute", text)
+    # the default step is ring_step's program, compiled already
+    program = ring_step if bucket_bytes == jaxcoll.BUCKET_BYTES else step
+    text = program.lower(params0, opt_state0, x0, y0).compile().as_text()
+    permutes = count(r"collective-permute\(", text)
     buckets = bucket_plan(leaf_bytes, bucket_bytes)
     assert permutes == 2 * len(buckets)
     bucket_rows.append((bucket_bytes, buckets, permutes))
@@ -427,9 +425,8 @@ print(f"\nlax.pmean: {lowered_all_reduces} all-reduces as JAX lowers it, "
       f"{compiled_all_reduces} after XLA's compiler")
 
 # %% [markdown]
-# (The default row is counted in the compiled program; the other two in the program as JAX
-# lowers it, before XLA compiles it: the count is the same, and lowering is much cheaper
-# than compiling.) With the default 25 MiB, the whole tree is one bucket: two
+# (Counted in the compiled programs: in the program as JAX lowers it, before XLA compiles it,
+# buckets of the same shape share one lowered loop body.) With the default 25 MiB, the whole tree is one bucket: two
 # `collective-permute`s in the program, 14 `ppermute`s per step. With `bucket_bytes=1`
 # every leaf is a bucket of its own: 7 rings, 98 `ppermute`s per step, for the same bytes.
 #
@@ -478,9 +475,10 @@ for name in ["cpu", "gpu"]:
 # - `jaxcoll.ring_allreduce(grads, axis="dp", op="mean")` is a drop-in for `lax.pmean`. The
 #   losses agree step for step to float32 rounding (checked to 1e-5 relative above), not bit
 #   for bit, because the two add in different orders.
-# - The step needs `check_vma=False`: to return ppermute results as replicated (jaxcoll keeps
-#   that promise: every device holds the same bits, checked above), and so that `jax.grad`
-#   returns per-device gradients for the allreduce to average. With the check on, JAX sums
+# - The step passes `check_vma=False` so that `jax.grad` returns per-device gradients for the
+#   allreduce to average (jaxcoll's allreduce is typed invariant like `lax.pmean`'s, so
+#   `out_specs=P()` would work with the check on, and every device holds the same bits,
+#   checked above). With the check on, JAX sums
 #   the gradients of replicated parameters itself, with an XLA all-reduce, and an
 #   allreduce-mean on top returns n times the mean (unless the parameters are
 #   `lax.pcast` to varying first).
@@ -492,14 +490,14 @@ for name in ["cpu", "gpu"]:
 #
 # Replace the ring by `jaxcoll.allreduce(tree, "dp", op="mean")`, whose `algorithm="auto"`
 # picks the schedule the cost model predicts fastest for the bucket's size. **How many
-# `collective_permute`s will the lowered step contain?**
+# `collective-permute`s will the compiled step contain?**
 #
 # *Hint*: the tree is one bucket of `sum(leaf_bytes)` bytes. Ask
 # `jaxcoll.choose("allreduce", 8, nbytes)` which algorithm `auto` will run, then
 # `print(jaxcoll.schedule("allreduce", that_algorithm, 8))`: the executor turns every run of
 # consecutive rounds with the same pattern of partners into one loop with one
 # `collective-permute` (the ring's 7 reduce-scatter rounds are one such run). Count the runs.
-# Then check by lowering the step and counting as above, and train it: the losses should still
+# Then check by compiling the step and counting as above, and train it: the losses should still
 # match `lax.pmean`'s to 1e-5.
 
 # %%
@@ -507,7 +505,8 @@ my_prediction = None  # your answer: an int
 
 if my_prediction is not None:
     auto_step = make_step(lambda t: jaxcoll.allreduce(t, "dp", op="mean"))
-    actual = count(r"collective_permute", auto_step.lower(params0, opt_state0, x0, y0).as_text())
-    assert my_prediction == actual, f"not quite: the lowered step has {actual}"
+    compiled = auto_step.lower(params0, opt_state0, x0, y0).compile().as_text()
+    actual = count(r"collective-permute\(", compiled)
+    assert my_prediction == actual, f"not quite: the compiled step has {actual}"
     print(f"Right: auto runs {jaxcoll.choose('allreduce', n_devices, sum(leaf_bytes))!r}, "
           f"{actual} collective-permutes.")
