@@ -1,4 +1,4 @@
-"""The public collectives: validate the arguments, pack the pytree, pick a schedule, execute.
+"""The public collectives: validate the arguments, pack the pytree, pick a schedule, bind it.
 
 Every function is called inside ``jax.shard_map`` (or ``jax.vmap`` with ``axis_name``), like
 the ``lax`` collectives it matches. Costs are given in the α-β-γ model for N bytes per rank on
@@ -8,12 +8,14 @@ A pytree is packed into buckets (``bucket_bytes``, default 25 MiB like PyTorch D
 leaves of one dtype side by side, in tree order, one collective per bucket; a leaf larger than
 a bucket gets a bucket of its own (leaves are never split, as in DDP and Horovod).
 
-Each collective is one layout on the executor's (n_blocks, block_len) buffer:
+Each bucket is one JAX primitive (primitives.py) on a (rows, width) buffer (records.py):
 
-- allreduce, broadcast, reduce: the whole flattened ``x`` is one block, (1, size).
-- reduce_scatter, scatter: ``x`` cut into n blocks along ``dim``, block i in row i, (n, size/n).
-- allgather, gather: n rows, this rank's ``x`` in row ``axis_index``, (n, size).
-- alltoall: the scatter layout twice, (2n, size/n): rows n.. receive (see symbolic.py).
+- allreduce, broadcast, reduce: the whole flattened ``x`` is one row, (1, size).
+- reduce_scatter, scatter, alltoall: ``x`` cut into n blocks along ``dim``, block i in row i,
+  (n, size/n).
+- allgather, gather: this rank's ``x``, (1, size); the result has n rows, rank i's in row i.
+
+``algorithm="xla"`` runs the ``lax`` built-in instead, one per leaf (references.py).
 
 ``hierarchical`` runs on a tuple axis (outer, inner); its schedule is built from both sizes.
 """
@@ -27,18 +29,17 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from . import references
 from ._checks import (alltoall_dims, array_leaves, axis_size, check_choice, check_op_dtype,
                       check_root, check_two_level_axis, gather_dim, scatter_dim)
-from .families import SCHEDULES, build_schedule, pipeline_pieces, two_level
 from ._compat import manual_mesh_axes
+from .families import SCHEDULES, build_schedule, pipeline_pieces, two_level
 from .execute import in_sequence
 from .model import choose
 from .primitives import collective
 from .schedules import Schedule
 
 OPS = ("sum", "mean", "max", "min")
-_COMBINE = {"sum": lax.add, "mean": lax.add, "max": lax.max, "min": lax.min}
-_XLA_REDUCE = {"sum": lax.psum, "mean": lax.pmean, "max": lax.pmax, "min": lax.pmin}
 BUCKET_BYTES = 25 * 2**20  # PyTorch DDP's default bucket_cap_mb
 
 
@@ -266,60 +267,6 @@ def _received(n: int, tiled: bool):
     return from_rows
 
 
-def _on_root(values: list, axis, root: int) -> list:
-    """``values`` on the root rank, zeros elsewhere."""
-    is_root = lax.axis_index(axis) == root
-    return [jnp.where(is_root, v, jnp.zeros_like(v)) for v in values]
-
-
-# ----------------------------------------------------------------------------- references
-
-
-def _xla_reduce_scatter(leaf, axis, op: str, d: int, tiled: bool, n: int):
-    """``lax.psum_scatter``, or for max/min (which it lacks) pmax/pmin + this rank's block."""
-    if leaf.size == 0:  # XLA rejects an empty reduce-scatter; the answer is empty anyway
-        shape = list(leaf.shape)
-        shape[d] //= n
-        return jnp.zeros(shape if tiled else shape[:d] + shape[d + 1:], leaf.dtype)
-    if op in ("sum", "mean"):
-        out = lax.psum_scatter(leaf, axis, scatter_dimension=d, tiled=tiled)
-        return out / n if op == "mean" else out
-    return _my_block_of(_XLA_REDUCE[op](leaf, axis), axis, d, tiled, n)
-
-
-def _my_block_of(full, axis, d: int, tiled: bool, n: int):
-    """This rank's block (along d) of an array every rank holds."""
-    block = full.shape[d] // n
-    mine = lax.dynamic_slice_in_dim(full, lax.axis_index(axis) * block, block, axis=d)
-    return mine if tiled else jnp.squeeze(mine, d)
-
-
-def _xla_allgather(leaf, axis, d: int, tiled: bool, n: int):
-    """``lax.all_gather`` (which XLA rejects for empty leaves)."""
-    if leaf.size == 0:
-        shape = list(leaf.shape)
-        if tiled:
-            shape[d] *= n
-        else:
-            shape.insert(d, n)
-        return jnp.zeros(shape, leaf.dtype)
-    return lax.all_gather(leaf, axis, axis=d, tiled=tiled)
-
-
-def _xla_alltoall(leaf, axis, dims: tuple[int, int], tiled: bool, n: int):
-    """``lax.all_to_all`` (kept away from empty leaves, whose answer is known)."""
-    split, concat = dims
-    if leaf.size == 0:
-        blocks = jnp.zeros((n, *_alltoall_block(leaf.shape, split, tiled, n)), leaf.dtype)
-        return _stack_blocks(blocks, concat, tiled)
-    return lax.all_to_all(leaf, axis, split, concat, tiled=tiled)
-
-
-def _xla_broadcast(leaf, axis, root: int):
-    """Root's leaf, bit for bit, from ``lax.all_gather`` (it moves n times the data)."""
-    return leaf if leaf.size == 0 else lax.all_gather(leaf, axis)[root]
-
-
 # ----------------------------------------------------------------------------- collectives
 #
 # Every function takes ``bucket_bytes`` (default BUCKET_BYTES = 25 MiB, ``None``: one bucket
@@ -344,7 +291,7 @@ def allreduce(x, axis, *, op: str = "sum", algorithm: str = "auto",
         leaves = [leaf.astype(jnp.int32) if leaf.dtype == bool else leaf for leaf in leaves]
     wide = _widened("allreduce", leaves, accum_dtype)
     if algorithm == "xla":
-        out = in_sequence(lambda leaf: _XLA_REDUCE[op](leaf, axis), wide)
+        out = in_sequence(lambda leaf: references.REDUCE[op](leaf, axis), wide)
     else:
         run = _runner("allreduce", algorithm, n, axis, op)
         out = _mean(_packed(wide, [None] * len(wide), _flat, run, _unflat, bucket_bytes), op, n)
@@ -363,8 +310,8 @@ def reduce_scatter(x, axis, *, op: str = "sum", dim: int = 0, tiled: bool = Fals
     dims = [scatter_dim("reduce_scatter", leaf.shape, dim, tiled, n) for leaf in leaves]
     wide = _widened("reduce_scatter", leaves, accum_dtype)
     if algorithm == "xla":
-        out = in_sequence(lambda leaf, d: _xla_reduce_scatter(leaf, axis, op, d, tiled, n),
-                          wide, dims)
+        out = in_sequence(lambda leaf, d: references.reduce_scatter(
+            leaf, axis, op, d, tiled, n), wide, dims)
     else:
         run = _runner("reduce_scatter", algorithm, n, axis, op)
         out = _mean(_packed(wide, dims, _block_rows(n), run, _own_block(n, tiled),
@@ -383,8 +330,8 @@ def allgather(x, axis, *, dim: int = 0, tiled: bool = False, algorithm: str = "a
     algorithm, n, _, leaves, treedef = _arguments("allgather", x, axis, algorithm, bucket_bytes)
     dims = [gather_dim("allgather", leaf.shape, dim, tiled) for leaf in leaves]
     if algorithm == "xla":
-        return treedef.unflatten(in_sequence(lambda leaf, d: _xla_allgather(
-            leaf, axis, d, tiled, n), leaves, dims))
+        return treedef.unflatten(in_sequence(lambda leaf, d: references.allgather(
+            leaf, axis, d, tiled), leaves, dims))
 
     run = _runner("allgather", algorithm, n, axis)
     return treedef.unflatten(_packed(leaves, dims, _flat, run, _stacked(n, tiled),
@@ -404,8 +351,8 @@ def alltoall(x, axis, *, split_dim: int, concat_dim: int, tiled: bool = False,
     algorithm, n, _, leaves, treedef = _arguments("alltoall", x, axis, algorithm, bucket_bytes)
     dims = [alltoall_dims(leaf.shape, split_dim, concat_dim, tiled, n) for leaf in leaves]
     if algorithm == "xla":
-        return treedef.unflatten(in_sequence(lambda leaf, d: _xla_alltoall(
-            leaf, axis, d, tiled, n), leaves, dims))
+        return treedef.unflatten(in_sequence(lambda leaf, d: references.alltoall(
+            leaf, axis, d, tiled), leaves, dims))
 
     run = _runner("alltoall", algorithm, n, axis)
     out = _packed(leaves, dims, lambda leaf, d: _block_rows(n)(leaf, d[0]), run,
@@ -424,7 +371,7 @@ def broadcast(x, axis, *, root: int = 0, algorithm: str = "auto",
     algorithm, n, root, leaves, treedef = _arguments("broadcast", x, axis, algorithm,
                                                      bucket_bytes, root=root)
     if algorithm == "xla":
-        return treedef.unflatten(in_sequence(lambda leaf: _xla_broadcast(leaf, axis, root),
+        return treedef.unflatten(in_sequence(lambda leaf: references.broadcast(leaf, axis, root),
                                              leaves))
 
     run = _runner("broadcast", algorithm, n, axis, root=root)
@@ -443,7 +390,8 @@ def reduce(x, axis, *, root: int = 0, op: str = "sum", algorithm: str = "auto",
                                                      bucket_bytes, op=op, root=root)
     wide = _widened("reduce", leaves, accum_dtype)
     if algorithm == "xla":
-        out = _on_root(in_sequence(lambda leaf: _XLA_REDUCE[op](leaf, axis), wide), axis, root)
+        reduced = in_sequence(lambda leaf: references.REDUCE[op](leaf, axis), wide)
+        out = references.on_root(reduced, axis, root)
     else:  # zeros off the root
         run = _runner("reduce", algorithm, n, axis, op, root)
         out = _mean(_packed(wide, [None] * len(wide), _flat, run, _unflat, bucket_bytes), op, n)
@@ -460,9 +408,9 @@ def gather(x, axis, *, root: int = 0, dim: int = 0, tiled: bool = False,
                                                      bucket_bytes, root=root)
     dims = [gather_dim("gather", leaf.shape, dim, tiled) for leaf in leaves]
     if algorithm == "xla":
-        gathered = in_sequence(lambda leaf, d: _xla_allgather(leaf, axis, d, tiled, n), leaves,
+        gathered = in_sequence(lambda leaf, d: references.allgather(leaf, axis, d, tiled), leaves,
                                dims)
-        return treedef.unflatten(_on_root(gathered, axis, root))
+        return treedef.unflatten(references.on_root(gathered, axis, root))
 
     run = _runner("gather", algorithm, n, axis, root=root)  # zeros off the root
     return treedef.unflatten(_packed(leaves, dims, _flat, run, _stacked(n, tiled), bucket_bytes))
@@ -479,8 +427,8 @@ def scatter(x, axis, *, root: int = 0, dim: int = 0, tiled: bool = False,
                                                      bucket_bytes, root=root)
     dims = [scatter_dim("scatter", leaf.shape, dim, tiled, n) for leaf in leaves]
     if algorithm == "xla":
-        return treedef.unflatten(in_sequence(lambda leaf, d: _my_block_of(
-            _xla_broadcast(leaf, axis, root), axis, d, tiled, n), leaves, dims))
+        return treedef.unflatten(in_sequence(lambda leaf, d: references.my_block_of(
+            references.broadcast(leaf, axis, root), axis, d, tiled, n), leaves, dims))
 
     run = _runner("scatter", algorithm, n, axis, root=root)
     return treedef.unflatten(_packed(leaves, dims, _block_rows(n), run, _own_block(n, tiled),
