@@ -8,8 +8,9 @@ Every device holds the whole model and optimizer state (``in_specs=P()``) and 1/
 batch (``P("dp")``). Inside one ``jax.jit(jax.shard_map(...))`` step it computes its gradients,
 averages them (and the loss) over ``"dp"`` with one ``jaxcoll.ring_allreduce`` call, which is
 what PyTorch DDP does for you, and applies the same optax update as every other device.
-``check_vma=False`` because the replicated outputs come from ppermutes (README: "replicated
-outputs"). Needs optax (``pip install -e ".[examples]"``).
+``check_vma=False`` so that ``jax.grad`` returns each device's own gradient (with the check
+on, JAX sums the gradients of replicated parameters itself; README: "check_vma"). Needs optax
+(``pip install -e ".[examples]"``).
 """
 
 from __future__ import annotations

@@ -243,3 +243,16 @@ def test_max_jvp_shares_ties_evenly():
     assert_same(y, jnp.asarray([3.0]).reshape(1, 1))
     assert_same(dy, jnp.asarray([30.0]).reshape(1, 1))
 
+
+
+def test_unreduced_input_is_refused_by_jaxcoll():
+    """lax.psum of an unreduced value reinterprets it; jaxcoll refuses it with its own error
+    (before, JAX's pvary failed inside the executor)."""
+    def body(x):
+        unreduced = lax.pcast(x, AXIS, to="unreduced")
+        with pytest.raises(ValueError, match="typed unreduced or reduced over"):
+            jaxcoll.allreduce(unreduced, AXIS, algorithm="ring")
+        return x
+
+    jax.jit(jax.shard_map(body, mesh=mesh(N), in_specs=P(AXIS), out_specs=P(AXIS))).lower(
+        jnp.ones(N))
