@@ -1,7 +1,9 @@
 """Every place jaxcoll depends on a JAX detail that differs between the versions it supports
 (jax 0.10.2 on Python 3.11, the newest on 3.12) or that JAX does not export publicly.
 
-Nothing else in jaxcoll reads ``jax._src`` or a jaxlib version.
+Nothing else in jaxcoll reads ``jax._src``, an aval's internals or a jaxlib version. (The
+primitives in primitives.py use JAX's extension interfaces, ``jax.extend.core`` and
+``jax.interpreters``, the same on every version we support.)
 """
 
 from __future__ import annotations

@@ -76,8 +76,7 @@ from functools import lru_cache
 import numpy as np
 
 from .records import RECORDS
-from .timing import (_axis, largest_exact, program, time_alternating,  # noqa: F401 (API)
-                     verifiable_values)
+from .timing import program, time_alternating, verifiable_values  # noqa: F401 (API)
 
 AXIS = "i"
 DTYPES = ("float32", "bfloat16", "float16", "int32", "int16", "int8", "uint32", "uint8", "bool")

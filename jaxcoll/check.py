@@ -16,7 +16,8 @@ from jax.sharding import Mesh, PartitionSpec as P
 from . import collectives
 from .families import SCHEDULES, two_level
 from .distributed import local_blocks
-from .execute import after, serialize_collectives
+from ._compat import serialize_collectives
+from .execute import after
 from .records import RECORDS
 
 AXIS = "ranks"

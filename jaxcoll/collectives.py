@@ -27,7 +27,6 @@ from typing import Callable
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax import lax
 
 from . import references
 from ._checks import (alltoall_dims, array_leaves, axis_size, check_choice, check_op_dtype,

@@ -25,8 +25,8 @@ import numpy as np
 from jax import lax
 
 from . import _compat
-from ._compat import AxisPlan, serialize_collectives  # noqa: F401 (serialize_collectives: API)
-from .plan import Segment, full_permutation, lower  # noqa: F401 (lower: API)
+from ._compat import AxisPlan, serialize_collectives
+from .plan import Segment, full_permutation, lower
 from .schedules import Schedule
 
 Combine = Callable[[jnp.ndarray, jnp.ndarray], jnp.ndarray]
