@@ -191,8 +191,10 @@ def test_benchmark_runs_across_processes_and_rank_0_reports(tmp_path):
                          "allreduce,allgather", "--algorithms", "ring", "--iters", "3", "-q",
                          "--json", str(out)])
     assert done.returncode == 0, done.stderr[-3000:]
-    # rank 0 speaks for everyone (gloo's C++ prints its connection lines on every rank)
-    assert [line for line in rank_lines(done.stdout, 1) if not line.startswith("[Gloo]")] == []
+    # rank 0 speaks for everyone (gloo's C++ prints its connection lines on every rank, and
+    # its unflushed "[Gloo] Rank " prefix can land on a line of its own: seen once in CI)
+    assert [line for line in rank_lines(done.stdout, 1)
+            if not (line.startswith("[Gloo]") or "peer ranks" in line)] == []
     report = json.loads(out.read_text())
     assert report["meta"]["processes"] == 2 and report["meta"]["devices"] == 8
     assert {(r["op"], r["algorithm"], r["size"]) for r in report["results"]} == {
