@@ -15,6 +15,7 @@ from importlib import metadata
 import jax
 import numpy as np
 from jax import lax
+from jax.sharding import PartitionSpec as P
 
 
 @lru_cache(maxsize=None)
@@ -130,3 +131,31 @@ def _permute_ranks(axes: tuple, permute_axes: tuple, sizes: tuple) -> tuple[int,
     permuted = [by_name[name] for name in permute_axes]
     return tuple(int(r) for r in np.ravel_multi_index(
         permuted, [sizes[name] for name in permute_axes]))
+
+
+def sharded_spec(x) -> tuple:
+    """The mesh axes each dimension of ``x`` is sharded over in its type, one entry per
+    dimension (None: whole): under sharding in types, the Explicit mesh axes that a shard_map
+    over some axes (``axis_names=``) leaves global. Empty entries outside such meshes."""
+    spec = getattr(getattr(jax.typeof(x), "sharding", None), "spec", None) or ()
+    return tuple(spec) + (None,) * (np.ndim(x) - len(spec))
+
+
+def _names(entry) -> tuple:
+    return () if entry is None else entry if isinstance(entry, tuple) else (entry,)
+
+
+def on_local_shards(fn, tree, out_specs):
+    """``fn(tree)``, run inside a shard_map over the mesh axes that ``tree``'s leaves are
+    sharded over in their types, so that ``fn`` sees each device's local shards (jaxcoll packs
+    and slices buffers, which sharding in types refuses on sharded dimensions); None if no
+    leaf is sharded. ``out_specs(specs)``: the result's specs from the leaves' ``sharded_spec``s.
+    """
+    leaves, treedef = jax.tree_util.tree_flatten(tree)
+    specs = [sharded_spec(leaf) for leaf in leaves]
+    axes = {name for spec in specs for entry in spec for name in _names(entry)}
+    if not axes:
+        return None
+    in_specs = treedef.unflatten([P(*spec) for spec in specs])
+    return jax.shard_map(fn, in_specs=(in_specs,), out_specs=out_specs(specs), axis_names=axes,
+                         check_vma=check_vma())(tree)

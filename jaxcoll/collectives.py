@@ -22,15 +22,18 @@ Each bucket is one JAX primitive (primitives.py) on a (rows, width) buffer (reco
 
 from __future__ import annotations
 
+import functools
 from typing import Callable
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.sharding import PartitionSpec as P
 
 from . import references
 from ._checks import (alltoall_dims, array_leaves, axis_size, check_choice, check_op_dtype,
                       check_root, check_two_level_axis, gather_dim, scatter_dim)
+from . import _compat
 from ._compat import manual_mesh_axes
 from .families import SCHEDULES, build_schedule, pipeline_pieces, two_level
 from .execute import in_sequence
@@ -266,6 +269,59 @@ def _received(n: int, tiled: bool):
     return from_rows
 
 
+# ----------------------------------------------------------------------------- sharded leaves
+
+def _sharded_dims_local(primitive: str):
+    """Run the collective on each device's local shards where a leaf of ``x`` is sharded in its
+    type over mesh axes outside the collective (Explicit axes that a shard_map over some axes
+    leaves global): a shard_map over those axes, the result's specs derived from the input's."""
+    def wrap(collective: Callable) -> Callable:
+        @functools.wraps(collective)
+        def public(x, axis, **kwargs):
+            leaves, treedef = jax.tree_util.tree_flatten(x)
+            if not any(any(_compat.sharded_spec(leaf)) for leaf in leaves):
+                return collective(x, axis, **kwargs)
+            n = axis_size(primitive, axis)
+            out = [P(*_result_spec(primitive, _compat.sharded_spec(leaf), np.shape(leaf), n,
+                                   kwargs)) for leaf in leaves]
+            return _compat.on_local_shards(lambda t: collective(t, axis, **kwargs), x,
+                                           lambda _: treedef.unflatten(out))
+        return public
+    return wrap
+
+
+def _result_spec(primitive: str, spec: tuple, shape, n: int, kwargs: dict) -> list:
+    """The sharding spec of the result of ``primitive`` on a leaf of ``shape`` and ``spec``:
+    the same, with the dimension it splits or gathers (which must be whole) removed or added."""
+    spec, tiled = list(spec), kwargs.get("tiled", False)
+
+    def whole(d: int, arg: str) -> int:
+        if spec[d] is not None:
+            raise ValueError(f"jaxcoll.{primitive}: {arg} is sharded over mesh axes {spec[d]} "
+                             f"in x's type (a leaf of shape {tuple(shape)}); the dimension a "
+                             "collective splits or gathers must be whole on every device")
+        return d
+
+    if primitive in ("reduce_scatter", "scatter"):
+        d = whole(scatter_dim(primitive, shape, kwargs.get("dim", 0), tiled, n), "dim")
+        return spec if tiled else spec[:d] + spec[d + 1:]
+    if primitive in ("allgather", "gather"):
+        d = gather_dim(primitive, shape, kwargs.get("dim", 0), tiled)
+        if tiled:
+            whole(d, "dim")
+            return spec
+        return spec[:d] + [None] + spec[d:]
+    if primitive == "alltoall":
+        split, concat = alltoall_dims(shape, kwargs["split_dim"], kwargs["concat_dim"], tiled, n)
+        whole(split, "split_dim")
+        if tiled:
+            whole(concat, "concat_dim")
+            return spec
+        kept = spec[:split] + spec[split + 1:]
+        return kept[:concat] + [None] + kept[concat:]
+    return spec  # allreduce, broadcast, reduce: the leaf's shape
+
+
 # ----------------------------------------------------------------------------- collectives
 #
 # Every function takes ``bucket_bytes`` (default BUCKET_BYTES = 25 MiB, ``None``: one bucket
@@ -276,6 +332,7 @@ def _received(n: int, tiled: bool):
 # largest error against the float64 sum falls from 0.119 to 0.031 (mean 0.0073 to 0.0032): one
 # rounding of the result instead of one per hop (``python bench/training.py --parts 2``).
 
+@_sharded_dims_local("allreduce")
 def allreduce(x, axis, *, op: str = "sum", algorithm: str = "auto",
               bucket_bytes: int | None = BUCKET_BYTES, accum_dtype=None):
     """Every rank gets ``op`` of ``x`` over ``axis`` (like ``lax.psum``/``pmax``/``pmin``/``pmean``).
@@ -297,6 +354,7 @@ def allreduce(x, axis, *, op: str = "sum", algorithm: str = "auto",
     return treedef.unflatten(_narrowed(out, leaves))
 
 
+@_sharded_dims_local("reduce_scatter")
 def reduce_scatter(x, axis, *, op: str = "sum", dim: int = 0, tiled: bool = False,
                    algorithm: str = "auto", bucket_bytes: int | None = BUCKET_BYTES,
                    accum_dtype=None):
@@ -318,6 +376,7 @@ def reduce_scatter(x, axis, *, op: str = "sum", dim: int = 0, tiled: bool = Fals
     return treedef.unflatten(_narrowed(out, leaves))
 
 
+@_sharded_dims_local("allgather")
 def allgather(x, axis, *, dim: int = 0, tiled: bool = False, algorithm: str = "auto",
               bucket_bytes: int | None = BUCKET_BYTES):
     """Every rank gets all ranks' ``x`` stacked (or, ``tiled``, concatenated) along ``dim``.
@@ -337,6 +396,7 @@ def allgather(x, axis, *, dim: int = 0, tiled: bool = False, algorithm: str = "a
                                      bucket_bytes))
 
 
+@_sharded_dims_local("alltoall")
 def alltoall(x, axis, *, split_dim: int, concat_dim: int, tiled: bool = False,
              algorithm: str = "auto", bucket_bytes: int | None = BUCKET_BYTES):
     """Rank i's block j (along ``split_dim``) goes to rank j, which puts it at place i along
@@ -359,6 +419,7 @@ def alltoall(x, axis, *, split_dim: int, concat_dim: int, tiled: bool = False,
     return treedef.unflatten(out)
 
 
+@_sharded_dims_local("broadcast")
 def broadcast(x, axis, *, root: int = 0, algorithm: str = "auto",
               bucket_bytes: int | None = BUCKET_BYTES):
     """Every rank gets rank ``root``'s ``x``.
@@ -378,6 +439,7 @@ def broadcast(x, axis, *, root: int = 0, algorithm: str = "auto",
                                      bucket_bytes))
 
 
+@_sharded_dims_local("reduce")
 def reduce(x, axis, *, root: int = 0, op: str = "sum", algorithm: str = "auto",
            bucket_bytes: int | None = BUCKET_BYTES, accum_dtype=None):
     """Rank ``root`` gets ``allreduce(x, axis, op=op)``; the other ranks get zeros.
@@ -397,6 +459,7 @@ def reduce(x, axis, *, root: int = 0, op: str = "sum", algorithm: str = "auto",
     return treedef.unflatten(_narrowed(out, leaves))
 
 
+@_sharded_dims_local("gather")
 def gather(x, axis, *, root: int = 0, dim: int = 0, tiled: bool = False,
            algorithm: str = "auto", bucket_bytes: int | None = BUCKET_BYTES):
     """Rank ``root`` gets ``allgather(x, axis, dim=dim, tiled=tiled)``; the others get zeros.
@@ -415,6 +478,7 @@ def gather(x, axis, *, root: int = 0, dim: int = 0, tiled: bool = False,
     return treedef.unflatten(_packed(leaves, dims, _flat, run, _stacked(n, tiled), bucket_bytes))
 
 
+@_sharded_dims_local("scatter")
 def scatter(x, axis, *, root: int = 0, dim: int = 0, tiled: bool = False,
             algorithm: str = "auto", bucket_bytes: int | None = BUCKET_BYTES):
     """Rank i gets block i (along ``dim``) of rank ``root``'s ``x``; other ranks' ``x`` is unused.

@@ -28,6 +28,7 @@ import jax.numpy as jnp
 from jax import lax
 from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
+from jax.sharding import PartitionSpec as P
 
 from . import _compat
 from .execute import execute
@@ -149,10 +150,20 @@ def _batch(axis_data, vals, dims, *, schedule: Schedule, plan, op: str, invarian
         return out, 0
     if d is None:
         return _bind(x, **params), None
-    moved = jnp.moveaxis(x, d, 1)  # (rows, batch, width)
-    rows, batch, width = moved.shape
-    out = _bind(moved.reshape(rows, batch * width), **params)
-    return out.reshape(out.shape[0], batch, width), 1  # (rows_out, batch, width)
+
+    def folded(x):  # the batch rides along in the width: one collective
+        moved = jnp.moveaxis(x, d, 1)  # (rows, batch, width)
+        rows, batch, width = moved.shape
+        out = _bind(moved.reshape(rows, batch * width), **params)
+        return out.reshape(out.shape[0], batch, width)  # (rows_out, batch, width)
+
+    # a batch sharded over Explicit mesh axes is folded on each device's local shards
+    def result_spec(specs):  # (rows_out, batch, width): rows whole, batch and width as given
+        _, width = (entry for i, entry in enumerate(specs[0]) if i != d)
+        return P(None, specs[0][d], width)
+
+    local = _compat.on_local_shards(folded, x, result_spec)
+    return (folded(x) if local is None else local), 1
 
 
 def _primitive(name: str) -> Primitive:

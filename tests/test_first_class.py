@@ -256,3 +256,56 @@ def test_unreduced_input_is_refused_by_jaxcoll():
 
     jax.jit(jax.shard_map(body, mesh=mesh(N), in_specs=P(AXIS), out_specs=P(AXIS))).lower(
         jnp.ones(N))
+
+
+def _explicit_mesh():
+    """A 2 x 2 mesh of Explicit axes ('x', 'y'): a shard_map over 'y' leaves 'x' global, so
+    values are typed sharded over 'x' inside it (sharding in types)."""
+    return jax.make_mesh((2, 2), ("x", "y"), axis_types=(jax.sharding.AxisType.Explicit,) * 2,
+                         devices=jax.devices()[:4])
+
+
+@pytest.mark.parametrize("name", ["allreduce", "allgather", "allgather_tiled", "alltoall"])
+def test_dimensions_sharded_over_explicit_axes_equal_lax(name):
+    """Leaves sharded over an Explicit axis the shard_map leaves global: jaxcoll runs on the
+    local shards (it packs and slices, which sharding in types refuses on sharded dims)."""
+    ours, theirs = {
+        "allreduce": (lambda v: jaxcoll.allreduce(v, "y", algorithm="ring"),
+                      lambda v: lax.psum(v, "y")),
+        "allgather": (lambda v: jaxcoll.allgather(v, "y", dim=1, algorithm="ring"),
+                      lambda v: lax.all_gather(v, "y", axis=1)),
+        "allgather_tiled": (lambda v: jaxcoll.allgather(v, "y", dim=1, tiled=True),
+                            lambda v: lax.all_gather(v, "y", axis=1, tiled=True)),
+        "alltoall": (lambda v: jaxcoll.alltoall(v, "y", split_dim=1, concat_dim=1, tiled=True),
+                     lambda v: lax.all_to_all(v, "y", 1, 1, tiled=True)),
+    }[name]
+    with jax.set_mesh(_explicit_mesh()):
+        x = jax.device_put(jnp.arange(64.0).reshape(4, 16), P("x", "y"))
+        got, want = (jax.jit(jax.shard_map(fn, in_specs=P(None, "y"), out_specs=P(None, "y"),
+                                           axis_names={"y"}))(x) for fn in (ours, theirs))
+        assert got.sharding.spec == want.sharding.spec
+        assert_same(got, want)
+
+
+def test_vmap_over_a_batch_sharded_over_an_explicit_axis():
+    """vmap of a shard_map whose batch dimension is sharded over 'x' (JAX's
+    test_vmap_shmap_psum): the batch is folded into one collective on each device's shard."""
+    with jax.set_mesh(_explicit_mesh()):
+        x = jax.device_put(jnp.arange(16.0).reshape(2, 8), P("x", "y"))
+        got, want = (jax.jit(jax.vmap(jax.shard_map(fn, in_specs=P("y"), out_specs=P(None))))(x)
+                     for fn in (lambda v: jaxcoll.allreduce(v, "y", algorithm="ring"),
+                                lambda v: lax.psum(v, "y")))
+        assert got.sharding.spec == want.sharding.spec
+        assert_same(got, want)
+
+
+def test_a_split_dimension_sharded_over_an_explicit_axis_is_refused():
+    def body(v):  # v: (4@x, 8), dim 0 sharded over 'x'
+        with pytest.raises(ValueError, match="dim is sharded over mesh axes x"):
+            jaxcoll.reduce_scatter(v, "y", dim=0, tiled=True, algorithm="ring")
+        return v
+
+    with jax.set_mesh(_explicit_mesh()):
+        x = jax.device_put(jnp.arange(64.0).reshape(4, 16), P("x", "y"))
+        jax.jit(jax.shard_map(body, in_specs=P(None, "y"), out_specs=P(None, "y"),
+                              axis_names={"y"})).lower(x)
