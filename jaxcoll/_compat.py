@@ -137,8 +137,10 @@ def sharded_spec(x) -> tuple:
     """The mesh axes each dimension of ``x`` is sharded over in its type, one entry per
     dimension (None: whole): under sharding in types, the Explicit mesh axes that a shard_map
     over some axes (``axis_names=``) leaves global. Empty entries outside such meshes."""
+    if not isinstance(x, jax.Array):  # numpy arrays, numbers (and what jaxcoll will refuse)
+        return (None,) * np.ndim(x)
     spec = getattr(getattr(jax.typeof(x), "sharding", None), "spec", None) or ()
-    return tuple(spec) + (None,) * (np.ndim(x) - len(spec))
+    return tuple(spec) + (None,) * (x.ndim - len(spec))
 
 
 def _names(entry) -> tuple:
