@@ -279,13 +279,16 @@ def _sharded_dims_local(primitive: str):
         @functools.wraps(collective)
         def public(x, axis, **kwargs):
             leaves, treedef = jax.tree_util.tree_flatten(x)
-            if not any(any(_compat.sharded_spec(leaf)) for leaf in leaves):
-                return collective(x, axis, **kwargs)
-            n = axis_size(primitive, axis)
-            out = [P(*_result_spec(primitive, _compat.sharded_spec(leaf), np.shape(leaf), n,
-                                   kwargs)) for leaf in leaves]
-            return _compat.on_local_shards(lambda t: collective(t, axis, **kwargs), x,
-                                           lambda _: treedef.unflatten(out))
+
+            def result_specs(specs):
+                n = axis_size(primitive, axis)
+                return treedef.unflatten([P(*_result_spec(primitive, spec, np.shape(leaf), n,
+                                                          kwargs))
+                                          for spec, leaf in zip(specs, leaves)])
+
+            local = _compat.on_local_shards(lambda t: collective(t, axis, **kwargs), x,
+                                            result_specs)
+            return collective(x, axis, **kwargs) if local is None else local
         return public
     return wrap
 
