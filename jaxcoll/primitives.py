@@ -83,7 +83,7 @@ def program(buf, *, schedule: Schedule, plan, op: str, invariant: bool = False):
     out = run(buf)
     if p in ("reduce_scatter", "scatter"):  # this rank's row: (n, width) -> (1, width)
         out = lax.dynamic_slice_in_dim(out, me, 1, axis=0)
-    if RECORDS[p].rooted and p not in ("broadcast", "scatter"):  # zeros off the root
+    if p in ("reduce", "gather"):  # zeros off the root
         out = jnp.where(me == schedule.root, out, jnp.zeros_like(out))
     return out
 

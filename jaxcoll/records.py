@@ -1,6 +1,7 @@
 """What each collective *is*, written once: its buffer layouts, what it types like, its dual.
 
-Plain data, no JAX: the executor's primitives, the verifier and the tests read it.
+Plain data, no JAX: the primitives, the verifier, the cost model, the main job (check.py), the
+benchmark's conventions and the tests read it.
 
 The public functions pack a pytree into a (rows, width) buffer; a primitive takes ``rows_in``
 rows and gives ``rows_out`` ("1" or "n", n = ranks). Its schedule runs on a buffer of

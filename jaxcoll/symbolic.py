@@ -26,7 +26,6 @@ from .schedules import Round, Schedule, Transfer, split_round
 Contributions = frozenset  # of (rank, chunk)
 
 
-
 class ScheduleError(ValueError):
     """A schedule that does not do what its primitive promises."""
 
