@@ -34,7 +34,6 @@ from . import references
 from ._checks import (alltoall_dims, array_leaves, axis_size, check_choice, check_op_dtype,
                       check_root, check_two_level_axis, gather_dim, scatter_dim)
 from . import _compat
-from ._compat import manual_mesh_axes
 from .families import SCHEDULES, build_schedule, pipeline_pieces, two_level
 from .execute import in_sequence
 from .model import choose
@@ -105,7 +104,7 @@ def _arguments(primitive: str, x, axis, algorithm, bucket_bytes, *, op=_TAKES_NO
         check_choice(primitive, "op", op, OPS)
     n = axis_size(primitive, axis)
     if algorithm != "xla" and isinstance(axis, tuple) and len(axis) > 1 and not set(
-            axis) <= set(manual_mesh_axes()):
+            axis) <= set(_compat.manual_mesh_axes()):
         raise ValueError(f"jaxcoll.{primitive}: axis={axis!r} names several vmap axes, but "
                          "JAX's ppermute under vmap takes one axis name at a time; use one "
                          "vmap axis, or jax.shard_map over a mesh with these axes")
