@@ -3,6 +3,7 @@
 from .collectives import (BUCKET_BYTES, OPS, algorithms, allgather, allreduce, alltoall,
                           broadcast, gather, reduce, reduce_scatter, ring_allgather, ring_allreduce,
                           ring_reduce_scatter, schedule, scatter, tree_allreduce, tree_broadcast)
+from .overlap import allgather_fold, allgather_matmul, matmul_reduce_scatter, reduce_scatter_from
 from .model import Calibration, Cost, calibration, choose, cost, explain, set_calibration
 from .pictures import draw
 from .schedules import Round, Schedule, Transfer
@@ -12,10 +13,11 @@ from .timing import calibrate
 __version__ = "0.1.0"
 
 __all__ = [
-    "BUCKET_BYTES", "OPS", "algorithms", "allgather", "allreduce", "alltoall", "broadcast",
+    "BUCKET_BYTES", "OPS", "algorithms", "allgather", "allgather_fold", "allgather_matmul",
+    "allreduce", "alltoall", "broadcast",
     "calibrate", "Calibration",
-    "calibration", "choose", "Cost", "cost", "draw", "explain", "gather", "reduce",
-    "reduce_scatter", "ring_allgather", "ring_allreduce", "ring_reduce_scatter", "Round",
+    "calibration", "choose", "Cost", "cost", "draw", "explain", "gather", "matmul_reduce_scatter",
+    "reduce", "reduce_scatter", "reduce_scatter_from", "ring_allgather", "ring_allreduce", "ring_reduce_scatter", "Round",
     "scatter", "Schedule", "schedule", "ScheduleError", "set_calibration", "Transfer",
     "tree_allreduce", "tree_broadcast", "verify",
 ]

@@ -1,0 +1,423 @@
+"""Collectives the caller's computation runs inside: each arriving block is handed to compute.
+
+A streaming schedule (stream.py: ring, bidirectional ring) is traced round by round, unrolled:
+in each round every rank sends on what it holds while computing on it, so XLA may run a round's
+``ppermute`` and the computation beside it at the same time, and no rank ever holds the
+gathered array (or its whole contribution to a reduce-scatter).
+
+- :func:`allgather_fold`: ``fn`` folded over every row block of the gathered array, as it
+  arrives;
+- :func:`reduce_scatter_from`: each rank's contribution to a reduce-scatter computed a piece
+  at a time, in the round that sends it (the partial sum travels);
+- :func:`allgather_matmul` and :func:`matmul_reduce_scatter`: collective matmul on both, each
+  a JAX primitive whose transpose is the other (the dual stream) plus a fold for the weight's
+  gradient, so ``grad`` keeps only this rank's blocks, not the gathered array.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+from jax.extend.core import Primitive
+from jax.interpreters import ad, batching, mlir
+
+from . import _compat
+from ._checks import array_leaves, axis_size, check_choice
+from .execute import after
+from .stream import Stream, piece_bounds, stream, streaming_algorithms
+
+
+# ----------------------------------------------------------------------------- checks
+
+def _stream(fn: str, primitive: str, algorithm: str, axis) -> tuple[Stream | None, object]:
+    """The stream ``algorithm`` runs over ``axis`` (None for ``xla``) and the axis' plan."""
+    n = axis_size(fn, axis)
+    check_choice(fn, "algorithm", algorithm, ("xla", *streaming_algorithms(primitive)))
+    plan = _compat.axis_plan(axis)
+    return (None if algorithm == "xla" else stream(primitive, algorithm, n)), plan
+
+
+def _block_rows(fn: str, x) -> int:
+    """The rows (leading dimension) every leaf of ``x`` shares."""
+    leaves, _ = array_leaves(fn, x)
+    if not leaves or any(leaf.ndim == 0 for leaf in leaves):
+        raise ValueError(f"jaxcoll.{fn}: every leaf of x needs a leading (row) dimension; "
+                         f"got shapes {[tuple(leaf.shape) for leaf in leaves]}")
+    rows = {leaf.shape[0] for leaf in leaves}
+    if len(rows) != 1:
+        raise ValueError(f"jaxcoll.{fn}: the leaves of x must share their leading (row) "
+                         f"dimension; got shapes {[tuple(leaf.shape) for leaf in leaves]}")
+    return rows.pop()
+
+
+# ----------------------------------------------------------------------------- the loops
+
+def _rows(tree, start: int, size: int):
+    """Rows ``start:start + size`` of every leaf."""
+    return jax.tree.map(lambda a: a[start:start + size], tree)
+
+
+def _varying(tree, plan):
+    """``tree`` typed varying over the axis where check_vma types values (as ppermute's
+    results are), so what it is combined with in the loop keeps one type."""
+    if not (plan.in_mesh and _compat.check_vma()):
+        return tree
+    return jax.tree.map(lambda a: _compat.pvary(a, plan.axes), tree)
+
+
+def _send_round(plan, pieces: list, hops, sizes) -> list:
+    """One round: ``pieces[k]`` ppermuted along ``hops[k].perm`` (the schedule's rank numbers),
+    each after the one before where the runtime needs collectives in sequence; a piece with no
+    rows is not sent (None)."""
+    serial, last, arrived = _compat.serialize_collectives(), (), []
+    for piece, hop in zip(pieces, hops):
+        if sizes[hop.piece] == 0:
+            arrived.append(None)
+            continue
+        perm = tuple((plan.permute_rank[src], plan.permute_rank[dst]) for src, dst in hop.perm)
+        if serial:
+            piece = after(piece, last)
+        last = jax.tree.map(lambda a: lax.ppermute(a, plan.permute_axes, perm=perm), piece)
+        arrived.append(last)
+    return arrived
+
+
+def _start_tables(rows: int, stream_: Stream) -> list[jnp.ndarray]:
+    """For each hop, the row offsets in the gathered array of the chunks it moves, (rounds,
+    n_ranks): chunk c is piece c % pieces of rank c // pieces's block."""
+    bounds = piece_bounds(rows, stream_.pieces)
+    start = lambda c: c // stream_.pieces * rows + bounds[c % stream_.pieces][0]  # noqa: E731
+    return [jnp.asarray(np.array([[start(c) for c in hops[k].chunk] for hops in stream_.rounds],
+                                 np.int32))
+            for k in range(len(stream_.rounds[0]))]
+
+
+def _at(table, step, me):
+    """``table[step, me]`` (``step`` may be traced)."""
+    return lax.dynamic_index_in_dim(lax.dynamic_index_in_dim(table, step, 0, keepdims=False),
+                                    me, 0, keepdims=False)
+
+
+def _loop(first: int, last: int, body, carry):
+    """``body`` over steps ``first..last - 1``: one ``fori_loop``, so a step's computation can
+    overlap its transfer but never runs a step early (no more than a step's blocks are live)."""
+    return carry if last <= first else lax.fori_loop(first, last, body, carry)
+
+
+def fold_stream(x, fn: Callable, init, stream_: Stream, plan):
+    """``fn`` folded over this rank's ``x``, then each piece of another rank's ``x`` as it
+    arrives: ``acc = fn(acc, block, start)``, ``start`` its first row in the gathered array.
+    Each round sends on what arrived in the last one while ``fn`` folds it."""
+    me = lax.axis_index(plan.axes)
+    rows = _block_rows("allgather_fold", x)
+    x = _varying(x, plan)
+    acc = fn(init, x, me * rows)
+    if not stream_.rounds:
+        return acc
+    bounds = piece_bounds(rows, stream_.pieces)
+    sizes, tables = [size for _, size in bounds], _start_tables(rows, stream_)
+    own = [_rows(x, start, size) for start, size in bounds]
+
+    def fold(acc, held, starts):
+        for block, start in zip(held, starts):
+            if block is not None:
+                acc = fn(acc, block, start)
+        return acc
+
+    first, later = stream_.rounds[0], stream_.rounds[-1]
+    held = _send_round(plan, [own[hop.piece] for hop in first], first, sizes)
+    starts = [_at(table, 0, me) for table in tables]
+
+    def step(s, carry):  # round s: send on what arrived in round s - 1 while folding it
+        acc, held, starts = carry
+        arrived = _send_round(plan, [held[hop.forwards] for hop in later], later, sizes)
+        return fold(acc, held, starts), arrived, [_at(table, s, me) for table in tables]
+
+    acc, held, starts = _loop(1, len(stream_.rounds), step, (acc, held, starts))
+    return fold(acc, held, starts)
+
+
+def scatter_stream(contribution: Callable, rows: int, stream_: Stream, plan):
+    """The sum over ranks of rows ``[me * rows, (me + 1) * rows)`` of each rank's contribution,
+    ``contribution(start, size)`` giving ``size`` rows from ``start``. Each round's pieces are
+    computed while the previous round's partial sums travel."""
+    me = lax.axis_index(plan.axes)
+    if not stream_.rounds:
+        return _varying(contribution(me * rows, rows), plan)
+    bounds = piece_bounds(rows, stream_.pieces)
+    sizes, tables = [size for _, size in bounds], _start_tables(rows, stream_)
+
+    def to_send(s, hops, arrived):  # round s's partial sums: what arrives plus this rank's
+        sums = []
+        for hop, table in zip(hops, tables):
+            if sizes[hop.piece] == 0:
+                sums.append(None)
+                continue
+            mine = _varying(contribution(_at(table, s, me), sizes[hop.piece]), plan)
+            sums.append(mine if hop.forwards is None
+                        else jax.tree.map(jnp.add, arrived[hop.forwards], mine))
+        return sums
+
+    first, later = stream_.rounds[0], stream_.rounds[-1]
+
+    def step(s, sums):  # send round s's sums while computing round s + 1's pieces
+        return to_send(s + 1, later, _send_round(plan, sums, later, sizes))
+
+    sums = _loop(0, len(stream_.rounds) - 1, step, to_send(0, first, None))
+    arrived = _send_round(plan, sums, later, sizes)
+    total = _varying(contribution(me * rows, rows), plan)
+    parts = [_rows(total, start, 0) if size == 0 else arrived[final]
+             for (start, size), final in zip(bounds, stream_.finals)]  # the pieces, in order
+    received = jax.tree.map(lambda *p: jnp.concatenate(p), *parts)
+    return jax.tree.map(jnp.add, received, total)
+
+
+# ----------------------------------------------------------------------------- fold, from
+
+def _all_gather(a, axis, n: int):
+    """``lax.all_gather(a, axis)``, (n, *a.shape); lax refuses an empty ``a`` (XLA's
+    all-gather takes no zero-sized dimension), which gathers to zeros."""
+    if a.size == 0:
+        return jnp.zeros((n, *a.shape), a.dtype)
+    return lax.all_gather(a, axis)
+
+
+def _psum_scatter(a, axis, n: int):
+    """``lax.psum_scatter(a, axis, scatter_dimension=0, tiled=True)``, empty ``a`` included."""
+    if a.size == 0:
+        return jnp.zeros((a.shape[0] // n, *a.shape[1:]), a.dtype)
+    return lax.psum_scatter(a, axis, scatter_dimension=0, tiled=True)
+
+
+def allgather_fold(x, axis, fn: Callable, init, *, algorithm: str = "ring"):
+    """``fn`` folded over the row blocks of ``lax.all_gather(x, axis, tiled=True)`` as they
+    arrive, ``acc = fn(acc, block, start)``, without ever holding the gathered array.
+
+    ``x`` is an array or a pytree whose leaves share their leading (row) dimension; ``block``
+    has its structure; ``start`` (a traced int32) is the block's first row in the gathered
+    array. This rank's own ``x`` comes first (``start = axis_index * rows``), then each other
+    rank's as the schedule delivers it: whole, in ``ring`` order (rank - 1, rank - 2, ...), or
+    in two pieces, one each way round, for ``bidirectional_ring``. Every row is folded exactly
+    once; ``fn`` must not depend on the order beyond that (a sum, a max, an online softmax,
+    writing rows into place). ``algorithm="xla"`` gathers with ``lax.all_gather`` and folds
+    the whole blocks in rank order (the reference). Cost: the allgather's, (n-1)·(α + βN).
+    """
+    if not callable(fn):
+        raise TypeError(f"jaxcoll.allgather_fold: fn={fn!r} must be callable as "
+                        "fn(acc, block, start)")
+    stream_, plan = _stream("allgather_fold", "allgather", algorithm, axis)
+    rows = _block_rows("allgather_fold", x)
+    if stream_ is None:
+        gathered = jax.tree.map(lambda a: _all_gather(a, axis, plan.n_ranks), x)
+        acc = init
+        for rank in range(plan.n_ranks):
+            acc = fn(acc, jax.tree.map(lambda g: g[rank], gathered), jnp.int32(rank * rows))
+        return acc
+    return fold_stream(x, fn, init, stream_, plan)
+
+
+def reduce_scatter_from(contribution: Callable, axis, rows: int, *, algorithm: str = "ring"):
+    """This rank's ``rows`` rows of the sum over ranks of each rank's contribution, each rank
+    computing ``contribution(start, size)`` (``size`` rows from row ``start``) only for the
+    piece a round sends, never the whole.
+
+    As ``lax.psum_scatter(full, axis, scatter_dimension=0, tiled=True)`` where ``full`` is the
+    rank's whole contribution, ``n * rows`` rows (an array or a pytree, each leaf with those
+    rows); ``start`` is traced, ``size`` a Python int. The partial sum travels round the ring
+    and each rank adds its piece as it passes (the reduce-scatter side of collective matmul).
+    ``algorithm="xla"`` builds ``full`` and calls ``lax.psum_scatter`` (the reference).
+    Cost: the reduce-scatter's, (n-1)·(α + βN + γN).
+    """
+    if not callable(contribution):
+        raise TypeError(f"jaxcoll.reduce_scatter_from: contribution={contribution!r} must be "
+                        "callable as contribution(start, size)")
+    if not isinstance(rows, (int, np.integer)) or isinstance(rows, bool) or rows < 0:
+        raise ValueError(f"jaxcoll.reduce_scatter_from: rows={rows!r} must be an int >= 0 "
+                         "(the rows of this rank's result)")
+    stream_, plan = _stream("reduce_scatter_from", "reduce_scatter", algorithm, axis)
+    if stream_ is None:
+        full = contribution(jnp.int32(0), plan.n_ranks * int(rows))
+        return jax.tree.map(lambda a: _psum_scatter(a, axis, plan.n_ranks), full)
+    return scatter_stream(contribution, int(rows), stream_, plan)
+
+
+# ----------------------------------------------------------------------------- collective matmul
+
+def _gathered_rows_matmul(x, w, *, algorithm: str, plan):
+    """``all_gather(x, tiled=True) @ w``: each arriving block's product written into place."""
+    n, rows = plan.n_ranks, x.shape[0]
+    out = _varying(jnp.zeros((n * rows, w.shape[1]), x.dtype), plan)  # (n * rows, p)
+
+    def put(acc, block, start):  # block: (size, k)
+        return lax.dynamic_update_slice_in_dim(acc, block @ w, start, axis=0)
+    return fold_stream(x, put, out, stream("allgather", algorithm, n), plan)
+
+
+def _scattered_matmul(x, w, *, algorithm: str, plan):
+    """``psum_scatter(x @ w, tiled=True)``: each piece of ``x @ w`` computed as it is sent."""
+    n = plan.n_ranks
+    rows = x.shape[0] // n
+
+    def contribution(start, size):  # (size, p)
+        return lax.dynamic_slice_in_dim(x, start, size, axis=0) @ w
+    return scatter_stream(contribution, rows, stream("reduce_scatter", algorithm, n), plan)
+
+
+def _gathered_outer(stream_operand, local, *, stream_first: bool, algorithm: str, plan):
+    """The weight's cotangent: the sum over the gathered array's row blocks of
+    ``block.T @ local_rows`` (``stream_first``) or ``local_rows.T @ block``, ``block``
+    folded as it arrives and ``local_rows`` the same rows of this rank's ``local``."""
+    n = plan.n_ranks
+
+    def add(acc, block, start):
+        rows = lax.dynamic_slice_in_dim(local, start, block.shape[0], axis=0)
+        return acc + (block.T @ rows if stream_first else rows.T @ block)
+    shape = ((stream_operand.shape[1], local.shape[1]) if stream_first
+             else (local.shape[1], stream_operand.shape[1]))
+    init = _varying(jnp.zeros(shape, local.dtype), plan)
+    return fold_stream(stream_operand, add, init, stream("allgather", algorithm, n), plan)
+
+
+_PROGRAMS = {"allgather_matmul": _gathered_rows_matmul,
+             "matmul_reduce_scatter": _scattered_matmul}
+
+
+def _bind(name: str, x, w, *, algorithm: str, plan):
+    """One collective matmul, its operands first typed alike (varying over the axis and over
+    whatever either one varies over, as the ppermutes make the result)."""
+    if plan.in_mesh and _compat.check_vma():
+        names = tuple(sorted(_compat.varying_axes(jax.typeof(x))
+                             | _compat.varying_axes(jax.typeof(w)) | set(plan.axes)))
+        x, w = _compat.pvary(x, names), _compat.pvary(w, names)
+    return _MATMULS[name].bind(x, w, algorithm=algorithm, plan=plan)
+
+
+def _abstract_eval(name, x, w, *, algorithm: str, plan):
+    n = plan.n_ranks
+    rows = x.shape[0] * n if name == "allgather_matmul" else x.shape[0] // n
+    return x.update(shape=(rows, w.shape[1]))
+
+
+def _lowering(name, ctx, x, w, **params):
+    return mlir.lower_fun(partial(_PROGRAMS[name], **params), multiple_results=False)(ctx, x, w)
+
+
+def _jvp(name, primals, tangents, **params):
+    """Bilinear, as a matmul: d(x w) = dx w + x dw, each term the same collective matmul."""
+    (x, w), (dx, dw) = primals, tangents
+    y = _bind(name, x, w, **params)
+    terms = []
+    if type(dx) is not ad.Zero:
+        terms.append(_bind(name, dx, w, **params))
+    if type(dw) is not ad.Zero:
+        if terms and _compat.serialize_collectives():
+            dw = after(dw, terms[-1])  # the two loops one after the other
+        terms.append(_bind(name, x, dw, **params))
+    if not terms:
+        return y, ad.Zero.from_primal_value(y)
+    return y, terms[0] if len(terms) == 1 else terms[0] + terms[1]
+
+
+def _transpose(name, ct, x, w, *, algorithm: str, plan):
+    """The other collective matmul for ``x`` (the dual stream: a gather's transpose is a
+    reduce-scatter and back), a fold over the streamed operand for ``w``."""
+    if type(ct) is ad.Zero:
+        return (None if not ad.is_undefined_primal(x) else ad.Zero(x.aval),
+                None if not ad.is_undefined_primal(w) else ad.Zero(w.aval))
+    other = "matmul_reduce_scatter" if name == "allgather_matmul" else "allgather_matmul"
+    if ad.is_undefined_primal(x):  # w is known
+        return _bind(other, ct, w.T, algorithm=algorithm, plan=plan), None
+    if name == "allgather_matmul":  # sum_j x_j.T @ ct[rows of j]: x streams, ct stays
+        dw = _gathered_outer(x, ct, stream_first=True, algorithm=algorithm, plan=plan)
+    else:  # sum_i x[rows of i].T @ ct_i: ct streams, x stays
+        dw = _gathered_outer(ct, x, stream_first=False, algorithm=algorithm, plan=plan)
+    return None, dw
+
+
+def _batch(name, axis_data, vals, dims, **params):
+    """Under ``vmap`` the program itself is vmapped (its ppermutes batch as lax's do); a
+    ``vmap`` over the collective's own axis runs it on vmap's ranks."""
+    x, w = vals
+    size = axis_data.size
+    x, w = (jnp.broadcast_to(v, (size, *v.shape)) if d is None else jnp.moveaxis(v, d, 0)
+            for v, d in zip((x, w), dims))
+    axis_name = axis_data.name if axis_data.name in params["plan"].axes else None
+    program = partial(_PROGRAMS[name], **params)
+    return jax.vmap(program, axis_name=axis_name)(x, w), 0
+
+
+def _impl(name, *args, **params):
+    raise NameError(f"jaxcoll_{name} must be called inside jax.shard_map or jax.vmap with its "
+                    "axis")
+
+
+def _matmul_primitive(name: str) -> Primitive:
+    p = Primitive(f"jaxcoll_{name}")
+    p.def_impl(partial(_impl, name))
+    p.def_abstract_eval(partial(_abstract_eval, name))
+    mlir.register_lowering(p, partial(_lowering, name))
+    ad.primitive_jvps[p] = partial(_jvp, name)
+    ad.primitive_transposes[p] = partial(_transpose, name)
+    batching.fancy_primitive_batchers[p] = partial(_batch, name)
+    return p
+
+
+_MATMULS = {name: _matmul_primitive(name) for name in _PROGRAMS}
+
+
+def _matmul_operands(fn: str, x, w):
+    """``x`` and ``w`` as 2-D arrays of one dtype (jnp.matmul's promotion), checked."""
+    for arg, value in (("x", x), ("w", w)):
+        leaves, _ = array_leaves(fn, value)
+        if len(leaves) != 1 or leaves[0].ndim != 2:
+            shape = tuple(leaves[0].shape) if len(leaves) == 1 else f"a pytree of {len(leaves)}"
+            raise ValueError(f"jaxcoll.{fn}: {arg} must be one 2-D array, got {shape}")
+    x, w = jnp.asarray(x), jnp.asarray(w)
+    if x.shape[1] != w.shape[0]:
+        raise ValueError(f"jaxcoll.{fn}: x {tuple(x.shape)} and w {tuple(w.shape)} do not "
+                         f"multiply: x has {x.shape[1]} columns, w {w.shape[0]} rows")
+    dtype = jnp.result_type(x, w)
+    if dtype == jnp.bool_:
+        raise TypeError(f"jaxcoll.{fn}: x and w are bool; cast them to a number dtype first")
+    return x.astype(dtype), w.astype(dtype)
+
+
+def allgather_matmul(x, w, axis, *, algorithm: str = "ring"):
+    """``lax.all_gather(x, axis, tiled=True) @ w``, each rank's rows multiplied as they arrive.
+
+    ``x``: this rank's ``(rows, k)``; ``w``: ``(k, p)``; the result ``(n * rows, p)``, rank
+    i's rows at ``i * rows``. ``algorithm``: ``ring``, ``bidirectional_ring`` (half of each
+    block each way round) or ``xla`` (the unfused reference). Its gradient for ``x`` is a
+    :func:`matmul_reduce_scatter`, for ``w`` a fold over ``x`` passed round again: neither
+    keeps the gathered ``x``. Cost: the allgather's, (n-1)·(α + βN), hidden behind n matmuls.
+    """
+    x, w = _matmul_operands("allgather_matmul", x, w)
+    _, plan = _stream("allgather_matmul", "allgather", algorithm, axis)
+    if algorithm == "xla":
+        gathered = _all_gather(x, axis, plan.n_ranks)  # (n, rows, k)
+        return gathered.reshape(-1, x.shape[1]) @ w  # (n * rows, k) @ (k, p)
+    return _bind("allgather_matmul", x, w, algorithm=algorithm, plan=plan)
+
+
+def matmul_reduce_scatter(x, w, axis, *, algorithm: str = "ring"):
+    """``lax.psum_scatter(x @ w, axis, scatter_dimension=0, tiled=True)``, each block of
+    ``x @ w`` computed in the round that sends it.
+
+    ``x``: this rank's ``(n * rows, k)``; ``w``: ``(k, p)``; the result ``(rows, p)``. Its
+    gradient for ``x`` is an :func:`allgather_matmul`, for ``w`` a fold over the cotangent
+    passed round. Cost: the reduce-scatter's, (n-1)·(α + βN + γN), hidden behind n matmuls.
+    """
+    x, w = _matmul_operands("matmul_reduce_scatter", x, w)
+    _, plan = _stream("matmul_reduce_scatter", "reduce_scatter", algorithm, axis)
+    if x.shape[0] % plan.n_ranks:
+        raise ValueError(f"jaxcoll.matmul_reduce_scatter: x has {x.shape[0]} rows, which "
+                         f"{plan.n_ranks} ranks along axis {axis!r} do not divide "
+                         "(as lax.psum_scatter(tiled=True) needs)")
+    if algorithm == "xla":
+        return _psum_scatter(x @ w, axis, plan.n_ranks)
+    return _bind("matmul_reduce_scatter", x, w, algorithm=algorithm, plan=plan)
