@@ -12,9 +12,9 @@ The prediction measures, on the same devices, ``c``: every rank multiplying one 
 (R, K) @ (K, P) at once, and ``t``: every rank sending what a round moves to its ring neighbour
 at once (an (R, K) block of x for allgather_matmul, an (R, P) partial sum for
 matmul_reduce_scatter; half of one each way for the bidirectional ring), each in a loop of 8 so
-dispatch is amortised. With n ranks, n-1 rounds: the unfused reference takes about (n-1)·t + n·c (the
-transfers, then one n-times larger dot); a fused ring that overlaps takes (n-1)·max(c, t) + c;
-one that overlaps nothing takes (n-1)·(c + t) + c.
+dispatch is amortised. With n ranks, n-1 rounds: the unfused reference takes about
+(n-1)·t + n·c (the transfers, then one n-times larger dot); a fused ring that overlaps takes
+(n-1)·max(c, t) + c; one that overlaps nothing takes (n-1)·(c + t) + c.
 """
 
 from __future__ import annotations

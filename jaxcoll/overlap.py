@@ -27,7 +27,7 @@ from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 
 from . import _compat
-from ._checks import array_leaves, axis_size, check_choice
+from ._checks import _describe, array_leaves, axis_size, check_choice
 from .execute import after
 from .stream import Stream, piece_bounds, stream, streaming_algorithms
 
@@ -45,14 +45,28 @@ def _stream(fn: str, primitive: str, algorithm: str, axis) -> tuple[Stream | Non
 def _block_rows(fn: str, x) -> int:
     """The rows (leading dimension) every leaf of ``x`` shares."""
     leaves, _ = array_leaves(fn, x)
+    shapes = [tuple(leaf.shape) for leaf in leaves]
     if not leaves or any(leaf.ndim == 0 for leaf in leaves):
-        raise ValueError(f"jaxcoll.{fn}: every leaf of x needs a leading (row) dimension; "
-                         f"got shapes {[tuple(leaf.shape) for leaf in leaves]}")
-    rows = {leaf.shape[0] for leaf in leaves}
+        raise ValueError(f"jaxcoll.{fn}: x has leaves of shapes {shapes}; every leaf needs a "
+                         "leading (row) dimension, the rows the fold passes on")
+    rows = {shape[0] for shape in shapes}
     if len(rows) != 1:
-        raise ValueError(f"jaxcoll.{fn}: the leaves of x must share their leading (row) "
-                         f"dimension; got shapes {[tuple(leaf.shape) for leaf in leaves]}")
+        raise ValueError(f"jaxcoll.{fn}: x has leaves of shapes {shapes}; every leaf must "
+                         "have the same leading (row) dimension")
     return rows.pop()
+
+
+def _checked(contribution: Callable) -> Callable:
+    """``contribution``, raising a ValueError if a leaf it returns lacks ``size`` rows."""
+    def checked(start, size):
+        out = contribution(start, size)
+        leaves, _ = array_leaves("reduce_scatter_from", out)
+        shapes = [tuple(leaf.shape) for leaf in leaves]
+        if not leaves or any(len(shape) == 0 or shape[0] != size for shape in shapes):
+            raise ValueError(f"jaxcoll.reduce_scatter_from: contribution(start, {size}) returned "
+                             f"leaves of shapes {shapes}; every leaf must have {size} rows")
+        return out
+    return checked
 
 
 # ----------------------------------------------------------------------------- the loops
@@ -208,7 +222,7 @@ def allgather_fold(x, axis, fn: Callable, init, *, algorithm: str = "ring"):
     the whole blocks in rank order (the reference). Cost: the allgather's, (n-1)·(α + βN).
     """
     if not callable(fn):
-        raise TypeError(f"jaxcoll.allgather_fold: fn={fn!r} must be callable as "
+        raise TypeError(f"jaxcoll.allgather_fold: fn={_describe(fn)} must be callable as "
                         "fn(acc, block, start)")
     stream_, plan = _stream("allgather_fold", "allgather", algorithm, axis)
     rows = _block_rows("allgather_fold", x)
@@ -234,12 +248,13 @@ def reduce_scatter_from(contribution: Callable, axis, rows: int, *, algorithm: s
     Cost: the reduce-scatter's, (n-1)·(α + βN + γN).
     """
     if not callable(contribution):
-        raise TypeError(f"jaxcoll.reduce_scatter_from: contribution={contribution!r} must be "
-                        "callable as contribution(start, size)")
+        raise TypeError("jaxcoll.reduce_scatter_from: contribution="
+                        f"{_describe(contribution)} must be callable as contribution(start, size)")
     if not isinstance(rows, (int, np.integer)) or isinstance(rows, bool) or rows < 0:
         raise ValueError(f"jaxcoll.reduce_scatter_from: rows={rows!r} must be an int >= 0 "
                          "(the rows of this rank's result)")
     stream_, plan = _stream("reduce_scatter_from", "reduce_scatter", algorithm, axis)
+    contribution = _checked(contribution)
     if stream_ is None:
         full = contribution(jnp.int32(0), plan.n_ranks * int(rows))
         return jax.tree.map(lambda a: _psum_scatter(a, axis, plan.n_ranks), full)
@@ -375,15 +390,18 @@ def _matmul_operands(fn: str, x, w):
     for arg, value in (("x", x), ("w", w)):
         leaves, _ = array_leaves(fn, value)
         if len(leaves) != 1 or leaves[0].ndim != 2:
-            shape = tuple(leaves[0].shape) if len(leaves) == 1 else f"a pytree of {len(leaves)}"
-            raise ValueError(f"jaxcoll.{fn}: {arg} must be one 2-D array, got {shape}")
+            what = (f"shape {tuple(leaves[0].shape)}" if len(leaves) == 1
+                    else f"{len(leaves)} leaves")
+            raise ValueError(f"jaxcoll.{fn}: {arg} has {what}; x and w must each be one 2-D "
+                             "array, x (rows, k) and w (k, p)")
     x, w = jnp.asarray(x), jnp.asarray(w)
     if x.shape[1] != w.shape[0]:
-        raise ValueError(f"jaxcoll.{fn}: x {tuple(x.shape)} and w {tuple(w.shape)} do not "
-                         f"multiply: x has {x.shape[1]} columns, w {w.shape[0]} rows")
+        raise ValueError(f"jaxcoll.{fn}: w has shape {tuple(w.shape)} but x has {x.shape[1]} "
+                         "columns; x (rows, k) and w (k, p) must share k")
     dtype = jnp.result_type(x, w)
     if dtype == jnp.bool_:
-        raise TypeError(f"jaxcoll.{fn}: x and w are bool; cast them to a number dtype first")
+        raise TypeError(f"jaxcoll.{fn}: x has dtype bool (and w too); cast them to a number "
+                        "dtype first")
     return x.astype(dtype), w.astype(dtype)
 
 

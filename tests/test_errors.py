@@ -22,8 +22,9 @@ N = 4
 SHARP_BITS = Path(__file__).parent.parent / "docs" / "sharp_bits.md"
 ROW = re.compile(r"^\| (\d+) \| (.+?) \| (in shard_map|anywhere) \| `(.+?)` \| (\w+) \| `(.+)` \|$")
 PUBLIC = ("allreduce", "reduce_scatter", "allgather", "alltoall", "broadcast", "reduce",
-          "gather", "scatter", "schedule", "algorithms")
-NOT_IN_THE_TABLE: set[str] = set()  # arguments no row needs to misuse
+          "gather", "scatter", "schedule", "algorithms", "allgather_fold", "reduce_scatter_from",
+          "allgather_matmul", "matmul_reduce_scatter")
+NOT_IN_THE_TABLE = {"init"}  # arguments no row needs to misuse (any pytree is a fold's init)
 
 
 def trace(fn, x):
