@@ -1,9 +1,11 @@
 """jaxcoll: collective communication algorithms written with nothing but ``lax.ppermute``."""
 
-from .collectives import (BUCKET_BYTES, OPS, algorithms, allgather, allreduce, alltoall,
+from .collectives import (BUCKET_BYTES, OPS, algorithms, allgather, allreduce,
+                          allreduce_with_feedback, alltoall,
                           broadcast, gather, reduce, reduce_scatter, ring_allgather, ring_allreduce,
                           ring_reduce_scatter, schedule, scatter, tree_allreduce, tree_broadcast)
 from .overlap import allgather_fold, allgather_matmul, matmul_reduce_scatter, reduce_scatter_from
+from .compression import Compress
 from .model import Calibration, Cost, calibration, choose, cost, explain, set_calibration
 from .pictures import draw
 from .schedules import Round, Schedule, Transfer
@@ -14,7 +16,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "BUCKET_BYTES", "OPS", "algorithms", "allgather", "allgather_fold", "allgather_matmul",
-    "allreduce", "alltoall", "broadcast",
+    "allreduce", "allreduce_with_feedback", "alltoall", "broadcast", "Compress",
     "calibrate", "Calibration",
     "calibration", "choose", "Cost", "cost", "draw", "explain", "gather", "matmul_reduce_scatter",
     "reduce", "reduce_scatter", "reduce_scatter_from", "ring_allgather", "ring_allreduce", "ring_reduce_scatter", "Round",

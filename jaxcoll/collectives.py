@@ -36,6 +36,7 @@ from ._checks import (alltoall_dims, array_leaves, axis_size, check_choice, chec
 from . import _compat
 from .families import SCHEDULES, build_schedule, pipeline_pieces, two_level
 from .execute import in_sequence
+from .compression import Compress, compress_arg
 from .model import choose
 from .primitives import collective
 from .schedules import Schedule
@@ -91,28 +92,30 @@ _TAKES_NONE = object()  # the op or root of a primitive that has none (None is a
 
 
 def _arguments(primitive: str, x, axis, algorithm, bucket_bytes, *, op=_TAKES_NONE,
-               root=_TAKES_NONE):
+               root=_TAKES_NONE, fn: str | None = None):
     """The checked arguments of a public collective: (algorithm, n, root, leaves, treedef).
 
     ``"auto"`` stays as it is: it is resolved per packed buffer, once its size is known.
+    ``fn``: the public function's name in errors (default: ``primitive``).
     """
-    check_choice(primitive, "algorithm", algorithm, algorithms(primitive))
-    _check_bucket_bytes(primitive, bucket_bytes)
+    fn = fn or primitive
+    check_choice(fn, "algorithm", algorithm, algorithms(primitive))
+    _check_bucket_bytes(fn, bucket_bytes)
     if two_level(primitive, algorithm):
-        check_two_level_axis(primitive, algorithm, axis)
+        check_two_level_axis(fn, algorithm, axis)
     if op is not _TAKES_NONE:
-        check_choice(primitive, "op", op, OPS)
-    n = axis_size(primitive, axis)
+        check_choice(fn, "op", op, OPS)
+    n = axis_size(fn, axis)
     if algorithm != "xla" and isinstance(axis, tuple) and len(axis) > 1 and not set(
             axis) <= set(_compat.manual_mesh_axes()):
-        raise ValueError(f"jaxcoll.{primitive}: axis={axis!r} names several vmap axes, but "
+        raise ValueError(f"jaxcoll.{fn}: axis={axis!r} names several vmap axes, but "
                          "JAX's ppermute under vmap takes one axis name at a time; use one "
                          "vmap axis, or jax.shard_map over a mesh with these axes")
-    root = None if root is _TAKES_NONE else check_root(primitive, root, n)
-    leaves, treedef = array_leaves(primitive, x)
+    root = None if root is _TAKES_NONE else check_root(fn, root, n)
+    leaves, treedef = array_leaves(fn, x)
     if op is not _TAKES_NONE:
         for leaf in leaves:
-            check_op_dtype(primitive, op, leaf.dtype)
+            check_op_dtype(fn, op, leaf.dtype)
     return algorithm, n, root, leaves, treedef
 
 
@@ -186,24 +189,54 @@ def _packed(leaves: list, dims: list, to_rows: Callable, run: Callable, from_row
     out = [None] * len(leaves)
     for bucket, bucket_pieces, result in zip(buckets, pieces, in_sequence(run, buffers)):
         widths = [piece.shape[1] for piece in bucket_pieces]  # result: (rows', sum(widths))
-        for i, piece in zip(bucket, jnp.split(result, np.cumsum(widths)[:-1], axis=1)):
-            out[i] = from_rows(piece, leaves[i], dims[i])
+        results = result if isinstance(result, tuple) else (result,)  # several: a tuple each
+        split = [jnp.split(r, np.cumsum(widths)[:-1], axis=1) for r in results]
+        for k, i in enumerate(bucket):
+            values = tuple(from_rows(parts[k], leaves[i], dims[i]) for parts in split)
+            out[i] = values if isinstance(result, tuple) else values[0]
     return out
 
 
-def _runner(primitive: str, algorithm: str, n: int, axis, op: str = "sum", root: int = 0):
+def _runner(primitive: str, algorithm: str, n: int, axis, op: str = "sum", root: int = 0,
+            compress: Compress | None = None, feedback: bool = False):
     """``run(buf)`` for ``_packed``: the schedule run as one primitive (primitives.py); ``auto``
-    picks the one the cost model predicts fastest for this buffer, at trace time."""
+    picks the one the cost model predicts fastest for this buffer (and, compressed, among those
+    with the smallest error bounds), at trace time."""
     ranks = tuple(axis_size(primitive, name) for name in axis) if two_level(
         primitive, algorithm) else n
     combine = "sum" if op == "mean" else op
 
     def run(buf):
         nbytes = buf.size * buf.dtype.itemsize
-        name = choose(primitive, n, nbytes) if algorithm == "auto" else algorithm
+        name = (choose(primitive, n, nbytes, compress=compress) if algorithm == "auto"
+                else algorithm)
         schedule = build_schedule(primitive, name, ranks, root, pipeline_pieces(nbytes))
-        return collective(schedule, buf, axis, combine)
+        return collective(schedule, buf, axis, combine, compress, feedback)
     return run
+
+
+def _compressed(primitive: str, compress, algorithm: str, leaves: list, op: str = "sum",
+                accum_dtype=None) -> tuple[Compress | None, list]:
+    """The checked ``compress`` and the leaves to run: as they are without it, else float32
+    (the buffers and sums of a compressed collective are float32)."""
+    compress = compress_arg(primitive, compress)
+    if compress is None:
+        return None, leaves
+    if algorithm == "xla":
+        raise ValueError(f"jaxcoll.{primitive}: compress={compress.kind!r} needs one of "
+                         "jaxcoll's algorithms; algorithm='xla' runs the lax built-in, which "
+                         "sends the values as they are")
+    if op not in ("sum", "mean"):
+        raise ValueError(f"jaxcoll.{primitive}: compress={compress.kind!r} takes op='sum' or "
+                         f"op='mean' (its error model bounds sums), got op={op!r}")
+    if accum_dtype is not None and np.dtype(accum_dtype) != np.float32:
+        raise TypeError(f"jaxcoll.{primitive}: compress={compress.kind!r} reduces in float32; "
+                        f"accum_dtype={np.dtype(accum_dtype)} must be None or float32")
+    for leaf in leaves:
+        if not jnp.issubdtype(leaf.dtype, jnp.floating) or leaf.dtype.itemsize > 4:
+            raise TypeError(f"jaxcoll.{primitive}: compress={compress.kind!r} takes floating "
+                            f"leaves of at most 32 bits; x has a leaf of dtype {leaf.dtype}")
+    return compress, [leaf.astype(jnp.float32) for leaf in leaves]
 
 
 def _flat(leaf, _):
@@ -336,43 +369,80 @@ def _result_spec(primitive: str, spec: tuple, shape, n: int, kwargs: dict) -> li
 
 @_sharded_dims_local("allreduce")
 def allreduce(x, axis, *, op: str = "sum", algorithm: str = "auto",
-              bucket_bytes: int | None = BUCKET_BYTES, accum_dtype=None):
+              bucket_bytes: int | None = BUCKET_BYTES, accum_dtype=None, compress=None):
     """Every rank gets ``op`` of ``x`` over ``axis`` (like ``lax.psum``/``pmax``/``pmin``/``pmean``).
 
+    ``compress`` (``"bf16"``, ``"fp8"``, ``"int8"`` or a :class:`Compress`): transfers carry
+    quantized blocks, sums stay float32; error bound in compression.py (``two_shot``: each
+    value quantized at most twice; ``ring``: at every hop).
     Cost, ring: 2(n-1)α + 2(n-1)/n·Nβ + (n-1)/n·Nγ; naive: 2(n-1)α + 2(n-1)·Nβ + (n-1)·Nγ;
     tree (p = pipeline_pieces(N) pieces, M <= 4(floor(log2 n) + p - 1) messages):
-    M(α + Nβ/p) + M/2·Nγ/p (half of them add into the receiver).
+    M(α + Nβ/p) + M/2·Nγ/p (half of them add into the receiver). Compressed: N is the
+    encoded size (int8: 0.258x float32 with blocks of 128).
     """
     algorithm, n, _, leaves, treedef = _arguments("allreduce", x, axis, algorithm,
                                                   bucket_bytes, op=op)
     if op == "sum":  # as psum: bools are summed as int32
         leaves = [leaf.astype(jnp.int32) if leaf.dtype == bool else leaf for leaf in leaves]
-    wide = _widened("allreduce", leaves, accum_dtype)
+    compress, wide = _compressed("allreduce", compress, algorithm, leaves, op, accum_dtype)
+    wide = wide if compress else _widened("allreduce", leaves, accum_dtype)
     if algorithm == "xla":
         out = in_sequence(lambda leaf: references.REDUCE[op](leaf, axis), wide)
     else:
-        run = _runner("allreduce", algorithm, n, axis, op)
+        run = _runner("allreduce", algorithm, n, axis, op, compress=compress)
         out = _mean(_packed(wide, [None] * len(wide), _flat, run, _unflat, bucket_bytes), op, n)
     return treedef.unflatten(_narrowed(out, leaves))
+
+
+def allreduce_with_feedback(x, residual, axis, *, compress, op: str = "mean",
+                            algorithm: str = "auto", bucket_bytes: int | None = BUCKET_BYTES):
+    """``allreduce(x + residual, compress=...)`` and the next residual: what compression
+    dropped at this rank (error feedback: pass it back in at the next step).
+
+    ``residual``: x's structure, float32 (zeros at the first step). Summed over ranks, the
+    residuals are exactly what the result lacks (of the sum; ``op="mean"`` divides the result
+    only), so adding them back at the next step leaves no error behind, only a delay.
+    """
+    algorithm, n, _, leaves, treedef = _arguments("allreduce", x, axis, algorithm, bucket_bytes,
+                                                  op=op, fn="allreduce_with_feedback")
+    compress = compress_arg("allreduce_with_feedback", compress)
+    if compress is None:
+        raise ValueError("jaxcoll.allreduce_with_feedback: compress=None has nothing to feed "
+                         "back; pass one of bf16, fp8, int8")
+    carried, carried_def = array_leaves("allreduce_with_feedback", residual)
+    if carried_def != treedef or any(np.shape(r) != np.shape(leaf)
+                                     for r, leaf in zip(carried, leaves)):
+        raise ValueError("jaxcoll.allreduce_with_feedback: residual has structure "
+                         f"{carried_def} and shapes {[np.shape(r) for r in carried]}; it must "
+                         f"match x's ({treedef}, {[np.shape(leaf) for leaf in leaves]})")
+    compress, wide = _compressed("allreduce_with_feedback", compress, algorithm, leaves, op)
+    corrected = [leaf + r.astype(jnp.float32) for leaf, r in zip(wide, carried)]
+    run = _runner("allreduce", algorithm, n, axis, op, compress=compress, feedback=True)
+    pairs = _packed(corrected, [None] * len(corrected), _flat, run, _unflat, bucket_bytes)
+    out = _mean([result for result, _ in pairs], op, n)
+    return (treedef.unflatten(_narrowed(out, leaves)),
+            treedef.unflatten([dropped for _, dropped in pairs]))
 
 
 @_sharded_dims_local("reduce_scatter")
 def reduce_scatter(x, axis, *, op: str = "sum", dim: int = 0, tiled: bool = False,
                    algorithm: str = "auto", bucket_bytes: int | None = BUCKET_BYTES,
-                   accum_dtype=None):
+                   accum_dtype=None, compress=None):
     """Rank i gets block i (along ``dim``) of ``op`` of ``x`` over ``axis`` (``lax.psum_scatter``).
 
+    ``compress``: as allreduce's (``pairwise``: each value quantized once, at its source).
     Cost, ring: (n-1)α + (n-1)/n·Nβ + (n-1)/n·Nγ; naive: 2(n-1)α + (n-1)(N + N/n)β + (n-1)·Nγ.
     """
     algorithm, n, _, leaves, treedef = _arguments("reduce_scatter", x, axis, algorithm,
                                                   bucket_bytes, op=op)
     dims = [scatter_dim("reduce_scatter", leaf.shape, dim, tiled, n) for leaf in leaves]
-    wide = _widened("reduce_scatter", leaves, accum_dtype)
+    compress, wide = _compressed("reduce_scatter", compress, algorithm, leaves, op, accum_dtype)
+    wide = wide if compress else _widened("reduce_scatter", leaves, accum_dtype)
     if algorithm == "xla":
         out = in_sequence(lambda leaf, d: references.reduce_scatter(
             leaf, axis, op, d, tiled, n), wide, dims)
     else:
-        run = _runner("reduce_scatter", algorithm, n, axis, op)
+        run = _runner("reduce_scatter", algorithm, n, axis, op, compress=compress)
         out = _mean(_packed(wide, dims, _block_rows(n), run, _own_block(n, tiled),
                             bucket_bytes), op, n)
     return treedef.unflatten(_narrowed(out, leaves))
@@ -380,22 +450,24 @@ def reduce_scatter(x, axis, *, op: str = "sum", dim: int = 0, tiled: bool = Fals
 
 @_sharded_dims_local("allgather")
 def allgather(x, axis, *, dim: int = 0, tiled: bool = False, algorithm: str = "auto",
-              bucket_bytes: int | None = BUCKET_BYTES):
+              bucket_bytes: int | None = BUCKET_BYTES, compress=None):
     """Every rank gets all ranks' ``x`` stacked (or, ``tiled``, concatenated) along ``dim``.
 
     Matches ``lax.all_gather(x, axis, axis=dim, tiled=tiled)``; ``bucket_bytes`` counts the
-    input (a bucket's gathered buffer is n times bigger).
+    input (a bucket's gathered buffer is n times bigger). ``compress``: each value quantized
+    once, at its source, whatever the algorithm; every rank gets the same decoded values.
     Cost, ring: (n-1)α + (n-1)·Nβ; naive: 2(n-1)α + (n-1)(N + nN)β (N = bytes of ``x``).
     """
     algorithm, n, _, leaves, treedef = _arguments("allgather", x, axis, algorithm, bucket_bytes)
     dims = [gather_dim("allgather", leaf.shape, dim, tiled) for leaf in leaves]
+    compress, wide = _compressed("allgather", compress, algorithm, leaves)
     if algorithm == "xla":
         return treedef.unflatten(in_sequence(lambda leaf, d: references.allgather(
             leaf, axis, d, tiled), leaves, dims))
 
-    run = _runner("allgather", algorithm, n, axis)
-    return treedef.unflatten(_packed(leaves, dims, _flat, run, _stacked(n, tiled),
-                                     bucket_bytes))
+    run = _runner("allgather", algorithm, n, axis, compress=compress)
+    out = _packed(wide, dims, _flat, run, _stacked(n, tiled), bucket_bytes)
+    return treedef.unflatten(_narrowed(out, leaves))
 
 
 @_sharded_dims_local("alltoall")
@@ -503,30 +575,32 @@ def scatter(x, axis, *, root: int = 0, dim: int = 0, tiled: bool = False,
 # ----------------------------------------------------------------------------- shortcuts
 
 def ring_allreduce(x, axis, *, op: str = "sum", bucket_bytes: int | None = BUCKET_BYTES,
-                   accum_dtype=None):
+                   accum_dtype=None, compress=None):
     """``allreduce(x, axis, op=op, algorithm="ring", ...)``."""
     return allreduce(x, axis, op=op, algorithm="ring", bucket_bytes=bucket_bytes,
-                     accum_dtype=accum_dtype)
+                     accum_dtype=accum_dtype, compress=compress)
 
 
 def ring_reduce_scatter(x, axis, *, op: str = "sum", dim: int = 0, tiled: bool = False,
-                        bucket_bytes: int | None = BUCKET_BYTES, accum_dtype=None):
+                        bucket_bytes: int | None = BUCKET_BYTES, accum_dtype=None,
+                        compress=None):
     """``reduce_scatter(..., algorithm="ring")``."""
     return reduce_scatter(x, axis, op=op, dim=dim, tiled=tiled, algorithm="ring",
-                          bucket_bytes=bucket_bytes, accum_dtype=accum_dtype)
+                          bucket_bytes=bucket_bytes, accum_dtype=accum_dtype, compress=compress)
 
 
 def ring_allgather(x, axis, *, dim: int = 0, tiled: bool = False,
-                   bucket_bytes: int | None = BUCKET_BYTES):
+                   bucket_bytes: int | None = BUCKET_BYTES, compress=None):
     """``allgather(..., algorithm="ring")``."""
-    return allgather(x, axis, dim=dim, tiled=tiled, algorithm="ring", bucket_bytes=bucket_bytes)
+    return allgather(x, axis, dim=dim, tiled=tiled, algorithm="ring", bucket_bytes=bucket_bytes,
+                     compress=compress)
 
 
 def tree_allreduce(x, axis, *, op: str = "sum", bucket_bytes: int | None = BUCKET_BYTES,
-                   accum_dtype=None):
+                   accum_dtype=None, compress=None):
     """``allreduce(x, axis, op=op, algorithm="tree", ...)``."""
     return allreduce(x, axis, op=op, algorithm="tree", bucket_bytes=bucket_bytes,
-                     accum_dtype=accum_dtype)
+                     accum_dtype=accum_dtype, compress=compress)
 
 
 def tree_broadcast(x, axis, *, root: int = 0, bucket_bytes: int | None = BUCKET_BYTES):

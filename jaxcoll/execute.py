@@ -24,8 +24,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from . import _compat
+from . import _compat, codec
 from ._compat import AxisPlan, serialize_collectives
+from .compression import Compress
 from .plan import Segment, full_permutation, lower
 from .schedules import Schedule
 
@@ -84,9 +85,21 @@ def in_sequence(fn: Callable, arrays: list, *more: list) -> list:
     return results
 
 
-def _run_segment(segment: Segment, buf, plan: AxisPlan, combine: Combine):
-    """Trace one segment of the lowering plan on the (n_chunks, chunk_len) buffer."""
+def _senders(perm, n_ranks: int) -> np.ndarray:
+    """(n_ranks,) True where a rank sends in the matching of ``perm``."""
+    mask = np.zeros(n_ranks, bool)
+    mask[[src for src, _ in perm]] = True
+    return mask
+
+
+def _run_segment(segment: Segment, carry, plan: AxisPlan, combine: Combine,
+                 compress: Compress | None):
+    """Trace one segment of the lowering plan on the (n_chunks, chunk_len) buffer; ``carry``
+    is (buffer, residual): with ``compress``, each transfer carries its chunks encoded, the
+    receiver decodes them, and where ``residual`` is not None the sender adds what encoding
+    dropped from them into it."""
     me = lax.axis_index(plan.axes)
+    senders = [_senders(m.perm, plan.n_ranks) for m in segment.matchings]
     perms = [matching.perm if plan.in_mesh else full_permutation(matching.perm, plan.n_ranks)
              for matching in segment.matchings]
     perms = [tuple((plan.permute_rank[src], plan.permute_rank[dst]) for src, dst in perm)
@@ -103,13 +116,32 @@ def _run_segment(segment: Segment, buf, plan: AxisPlan, combine: Combine):
         nan = jnp.where(jnp.isnan(lower), lower, jnp.where(jnp.isnan(higher), higher, out))
         return jnp.where(jnp.isnan(out), nan, out)
 
-    def one_round(step, buf):
+    def one_round(step, carry):
+        buf, residual = carry
         # Every matching of the round reads the buffer as it was before the round.
-        outgoing = [_take(buf, _row(table, step, me), contiguous)
-                    for table, contiguous in zip(segment.send_ids, segment.send_contiguous)]
-        received = in_sequence(
-            lambda out, perm: lax.ppermute(out, plan.permute_axes, perm=perm),
-            outgoing, perms)  # each (n_moved, chunk_len)
+        send_ids = [_row(table, step, me) for table in segment.send_ids]
+        outgoing = [_take(buf, ids, contiguous)
+                    for ids, contiguous in zip(send_ids, segment.send_contiguous)]
+        if compress is None:
+            received = in_sequence(
+                lambda out, perm: lax.ppermute(out, plan.permute_axes, perm=perm),
+                outgoing, perms)  # each (n_moved, chunk_len)
+            return write_round(step, buf, received), residual
+        wires = [codec.encode(compress, out) for out in outgoing]
+        received = [codec.decode(compress, got, buf.shape[1]) for got in in_sequence(
+            lambda wire, perm: lax.ppermute(wire, plan.permute_axes, perm=perm), wires, perms)]
+        # A sender keeps what it sent (the decoded value): every rank then holds the same
+        # bits of a chunk, and what encoding dropped is counted once, at its sender.
+        kept, dropped_from = buf, residual
+        for ids, out, wire, mask in zip(send_ids, outgoing, wires, senders):
+            sent = jnp.where(jnp.asarray(mask)[me], codec.decode(compress, wire, out.shape[1]),
+                             out)
+            kept = kept.at[ids].set(sent)
+            if residual is not None:  # the same ids in two matchings set the same value
+                residual = residual.at[ids].set(dropped_from[ids] + (out - sent))
+        return write_round(step, kept, received), residual
+
+    def write_round(step, buf, received):
         if segment.one_write:  # one scatter for the whole round
             ids = [_row(table, step, me) for table in segment.dropping_ids]
             got = [reduce(_take(buf, i, False), r, segment.lower_sender_first[j]) if m.reduce
@@ -130,16 +162,21 @@ def _run_segment(segment: Segment, buf, plan: AxisPlan, combine: Combine):
         return buf
 
     if segment.n_steps == 1:
-        return one_round(0, buf)
-    return lax.fori_loop(0, segment.n_steps, one_round, buf)
+        return one_round(0, carry)
+    return lax.fori_loop(0, segment.n_steps, one_round, carry)
 
 
-def execute(schedule: Schedule, blocks, axis, combine: Combine, plan: AxisPlan | None = None):
+def execute(schedule: Schedule, blocks, axis, combine: Combine, plan: AxisPlan | None = None,
+            compress: Compress | None = None, settle: bool = False, feedback: bool = False):
     """Run ``schedule`` on this rank's ``(n_blocks, block_len)`` buffer; same shape back.
 
     ``n_blocks`` must divide ``schedule.n_chunks``: each block is cut into
     ``n_chunks // n_blocks`` chunks (padded with zeros at its end, which are cut off again).
     ``plan`` (default: read where ``axis`` is bound now) says how ppermute numbers the ranks.
+    ``compress`` (a float32 buffer): transfers carry encoded chunks (compression.py);
+    ``settle``: the result is then encoded once more where it is not a decoded value, so every
+    rank holds the same bits; ``feedback``: also return what encoding dropped, summed per
+    chunk at the rank that encoded it (the next step's error feedback), shaped as ``blocks``.
     """
     n_blocks, block_len = blocks.shape
     plan = plan or _compat.axis_plan(axis)
@@ -152,20 +189,30 @@ def execute(schedule: Schedule, blocks, axis, combine: Combine, plan: AxisPlan |
     chunks_per_block = schedule.n_chunks // n_blocks
     chunk_len = -(-block_len // chunks_per_block)
     if chunk_len == 0 or not schedule.rounds:
-        return blocks
+        return (blocks, jnp.zeros_like(blocks)) if feedback else blocks
     if plan.in_mesh and _compat.check_vma():  # the loops' carry: varying, as ppermute's result
         blocks = _compat.pvary(blocks, plan.axes)
     # A schedule that only moves data runs on the floats' bits (XLA's CPU code may flush
     # subnormals when it moves floats).
-    bits = _bits_type(blocks.dtype) if _copies_only(schedule) else None
+    bits = _bits_type(blocks.dtype) if _copies_only(schedule) and compress is None else None
     buf = blocks if bits is None else lax.bitcast_convert_type(blocks, bits)
     padded_len = chunks_per_block * chunk_len
     buf = jnp.pad(buf, ((0, 0), (0, padded_len - block_len)))  # (n_blocks, padded_len)
     buf = buf.reshape(schedule.n_chunks, chunk_len)  # (n_chunks, chunk_len)
+    carry = (buf, jnp.zeros_like(buf) if feedback else None)
     for segment in lower(schedule):
-        buf = _run_segment(segment, buf, plan, combine)
-    out = buf.reshape(n_blocks, padded_len)[:, :block_len]  # (n_blocks, block_len)
-    return out if bits is None else lax.bitcast_convert_type(out, blocks.dtype)
+        carry = _run_segment(segment, carry, plan, combine, compress)
+    buf, residual = carry
+    if compress is not None and settle:  # a decoded value re-encodes to itself
+        settled = codec.roundtrip(compress, buf)
+        residual = None if residual is None else residual + (buf - settled)
+        buf = settled
+
+    def unpad(buf):  # (n_chunks, chunk_len) -> (n_blocks, block_len)
+        return buf.reshape(n_blocks, padded_len)[:, :block_len]
+    out = unpad(buf)
+    out = out if bits is None else lax.bitcast_convert_type(out, blocks.dtype)
+    return (out, unpad(residual)) if feedback else out
 
 
 @lru_cache(maxsize=256)

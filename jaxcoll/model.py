@@ -16,7 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .families import SCHEDULES, build_schedule, pipeline_pieces, two_level
+from .compression import Compress, error_bound, quantizations
+from .families import SCHEDULES, build_schedule, pipeline_pieces
 from .records import RECORDS
 from .schedules import Schedule, split_round
 
@@ -163,28 +164,42 @@ def _priced(primitive: str, algorithm: str, n: int, nbytes: float,
     return c, c.messages * cal.alpha
 
 
-def ranking(primitive: str, n: int, nbytes: float,
-            calibration_: Calibration | None = None) -> list[tuple[str, Cost]]:
+def ranking(primitive: str, n: int, nbytes: float, calibration_: Calibration | None = None,
+            compress: Compress | None = None) -> list[tuple[str, Cost]]:
     """Every algorithm of ``primitive`` with its predicted cost on n ranks for a buffer of
     ``nbytes`` per rank, cheapest first (pipelined trees with their usual piece count; the
     calibration's per-algorithm factors applied, where it has them). Two-level algorithms
-    need the axis' shape and are left out: ``auto`` never picks them."""
+    need the axis' shape and are left out: ``auto`` never picks them.
+
+    ``compress``: priced on the encoded bytes, and only the algorithms whose error bound
+    (compression.py) is within 1.5x of the smallest are ranked, two_shot and pairwise among
+    them (without compression ``auto`` leaves those two out: they are the ring's bytes in the
+    same number of rounds, with no calibration of their own)."""
     cal = calibration_ or calibration()
-    costs = []
+    wire = 1.0 if compress is None else compress.wire_bytes(1 << 20) / (4 << 20)
+    costs, bounds = [], {}
     for name in sorted(SCHEDULES[primitive]):
-        if two_level(primitive, name):
+        entry = SCHEDULES[primitive][name]
+        if entry.two_level or (compress is None and not entry.auto):
             continue
-        c, latency_part = _priced(primitive, name, n, nbytes, cal)
+        c, latency_part = _priced(primitive, name, n, nbytes * wire, cal)
         latency, bandwidth = cal.factors(primitive, name)
         seconds = latency * latency_part + bandwidth * (c.seconds - latency_part)
         costs.append((name, replace(c, seconds=seconds)))
+        if compress is not None:
+            schedule = build_schedule(primitive, name, n, 0, pipeline_pieces(int(nbytes)))
+            settle = primitive in ("allreduce", "allgather")
+            bounds[name] = error_bound(compress, quantizations(schedule, settle), n, 1.0)
+    if bounds:
+        costs = [(name, c) for name, c in costs if bounds[name] <= 1.5 * min(bounds.values())]
     return sorted(costs, key=lambda item: item[1].seconds)
 
 
-def choose(primitive: str, n: int, nbytes: float,
-           calibration_: Calibration | None = None) -> str:
-    """The algorithm ``auto`` runs: the cheapest by the model with the current calibration."""
-    return ranking(primitive, n, nbytes, calibration_)[0][0]
+def choose(primitive: str, n: int, nbytes: float, calibration_: Calibration | None = None,
+           compress: Compress | None = None) -> str:
+    """The algorithm ``auto`` runs: the cheapest by the model with the current calibration
+    (compressed: among those with the smallest error bounds)."""
+    return ranking(primitive, n, nbytes, calibration_, compress)[0][0]
 
 
 def explain(primitive: str, n: int, nbytes: float,

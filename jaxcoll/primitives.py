@@ -31,6 +31,7 @@ from jax.interpreters import ad, batching, mlir
 from jax.sharding import PartitionSpec as P
 
 from . import _compat
+from .compression import Compress
 from .execute import execute
 from .records import RECORDS
 from .schedules import Schedule
@@ -39,9 +40,12 @@ from .symbolic import dual
 _COMBINE = {"sum": lax.add, "max": lax.max, "min": lax.min}
 
 
-def collective(schedule: Schedule, buf, axis, op: str = "sum"):
+def collective(schedule: Schedule, buf, axis, op: str = "sum", compress: Compress | None = None,
+               feedback: bool = False):
     """Run ``schedule`` (labelled with its primitive) on this rank's ``(rows, width)`` buffer
-    over ``axis``, as one primitive; the result has the primitive's ``rows_out`` rows."""
+    over ``axis``, as one primitive; the result has the primitive's ``rows_out`` rows.
+    ``compress``: transfers carry encoded chunks of the float32 buffer (compression.py);
+    ``feedback`` (allreduce): also return what encoding dropped at this rank, as ``buf``."""
     plan = _compat.axis_plan(axis)
     stuck = _compat.unreduced_axes(jax.typeof(buf)) & set(plan.axes)
     if stuck:
@@ -51,7 +55,11 @@ def collective(schedule: Schedule, buf, axis, op: str = "sum"):
     invariant = _compat.check_vma() and plan.in_mesh
     if invariant:  # as psum does: an invariant input is first cast to varying
         buf = _compat.pvary(buf, plan.axes)
-    return _bind(buf, schedule=schedule, plan=plan, op=op, invariant=invariant)
+    if feedback:
+        return tuple(FEEDBACK.bind(buf, schedule=_shown(schedule), plan=plan, op=op,
+                                   invariant=invariant, compress=compress))
+    return _bind(buf, schedule=schedule, plan=plan, op=op, invariant=invariant,
+                 compress=compress)
 
 
 class _Shown(Schedule):
@@ -60,21 +68,31 @@ class _Shown(Schedule):
     __str__ = Schedule.__repr__
 
 
-def _bind(buf, *, schedule: Schedule, plan, op: str, invariant: bool):
-    if type(schedule) is not _Shown:
-        schedule = _Shown(**{f.name: getattr(schedule, f.name) for f in fields(Schedule)})
-    return PRIMITIVES[schedule.primitive].bind(buf, schedule=schedule, plan=plan, op=op,
-                                               invariant=invariant)
+def _shown(schedule: Schedule) -> Schedule:
+    if type(schedule) is _Shown:
+        return schedule
+    return _Shown(**{f.name: getattr(schedule, f.name) for f in fields(Schedule)})
+
+
+def _bind(buf, *, schedule: Schedule, plan, op: str, invariant: bool,
+          compress: Compress | None = None):
+    return PRIMITIVES[schedule.primitive].bind(buf, schedule=_shown(schedule), plan=plan, op=op,
+                                               invariant=invariant, compress=compress)
 
 
 # ----------------------------------------------------------------------------- the program
 
-def program(buf, *, schedule: Schedule, plan, op: str, invariant: bool = False):
-    """The ppermute program of one primitive on this rank's (rows_in, width) buffer."""
+def program(buf, *, schedule: Schedule, plan, op: str, invariant: bool = False,
+            compress: Compress | None = None, feedback: bool = False):
+    """The ppermute program of one primitive on this rank's (rows_in, width) buffer (with
+    ``feedback``, an allreduce's: the result and what encoding dropped)."""
     del invariant  # typing only
     p, n = schedule.primitive, schedule.n_ranks
     me = lax.axis_index(plan.axes)
-    run = partial(execute, schedule, axis=plan.axes, combine=_COMBINE[op], plan=plan)
+    run = partial(execute, schedule, axis=plan.axes, combine=_COMBINE[op], plan=plan,
+                  compress=compress, settle=p in ("allreduce", "allgather"), feedback=feedback)
+    if feedback:
+        return run(buf)
     if p in ("allgather", "gather"):  # this rank's (1, width) input in row me of (n, width)
         blocks = jnp.zeros((n, buf.shape[1]), buf.dtype)
         buf = lax.dynamic_update_slice_in_dim(blocks, buf, me, axis=0)
@@ -90,7 +108,7 @@ def program(buf, *, schedule: Schedule, plan, op: str, invariant: bool = False):
 
 # ----------------------------------------------------------------------------- the rules
 
-def _abstract_eval(x, *, schedule: Schedule, plan, op: str, invariant: bool):
+def _abstract_eval(x, *, schedule: Schedule, plan, op: str, invariant: bool, compress=None):
     record, n = RECORDS[schedule.primitive], schedule.n_ranks
     rows = record.rows("rows_out", n)
     if x.ndim != 2 or x.shape[0] != record.rows("rows_in", n):
@@ -106,10 +124,11 @@ def _lowering(ctx, x, **params):
     return mlir.lower_fun(partial(program, **params), multiple_results=False)(ctx, x)
 
 
-def _jvp(primals, tangents, *, schedule: Schedule, plan, op: str, invariant: bool):
+def _jvp(primals, tangents, *, schedule: Schedule, plan, op: str, invariant: bool,
+         compress=None):
     (x,), (t,) = primals, tangents
     params = dict(schedule=schedule, plan=plan, invariant=invariant)
-    y = _bind(x, op=op, **params)
+    y = _bind(x, op=op, compress=compress, **params)  # tangents: uncompressed (straight through)
     if type(t) is ad.Zero:
         return y, ad.Zero.from_primal_value(y)
     t = ad.instantiate_zeros(t)
@@ -128,9 +147,10 @@ def _transpose_bind(ct, *, schedule: Schedule, plan, invariant: bool):
     return _bind(ct, schedule=dual(schedule), plan=plan, op="sum", invariant=invariant)
 
 
-def _transpose(ct, x, *, schedule: Schedule, plan, op: str, invariant: bool):
-    if op != "sum":
-        raise NotImplementedError(f"jaxcoll_{schedule.primitive} with op={op!r} is not linear")
+def _transpose(ct, x, *, schedule: Schedule, plan, op: str, invariant: bool, compress=None):
+    if op != "sum" or compress is not None:
+        raise NotImplementedError(f"jaxcoll_{schedule.primitive} with op={op!r}, "
+                                  f"compress={compress!r} is not linear")
     if type(ct) is ad.Zero:
         return (ad.Zero(x.aval.to_tangent_aval()),)
     if RECORDS[schedule.primitive].invariant and invariant:
@@ -138,9 +158,10 @@ def _transpose(ct, x, *, schedule: Schedule, plan, op: str, invariant: bool):
     return (_transpose_bind(ct, schedule=schedule, plan=plan, invariant=invariant),)
 
 
-def _batch(axis_data, vals, dims, *, schedule: Schedule, plan, op: str, invariant: bool):
+def _batch(axis_data, vals, dims, *, schedule: Schedule, plan, op: str, invariant: bool,
+           compress=None):
     (x,), (d,) = vals, dims
-    params = dict(schedule=schedule, plan=plan, op=op, invariant=invariant)
+    params = dict(schedule=schedule, plan=plan, op=op, invariant=invariant, compress=compress)
     if axis_data.name in plan.axes:  # vmap(axis_name=...) over the collective's own axis
         if d is None:
             x, d = jnp.broadcast_to(x, (axis_data.size, *x.shape)), 0
@@ -183,3 +204,45 @@ def _impl(p, x, **params):
 
 
 PRIMITIVES: dict[str, Primitive] = {name: _primitive(name) for name in RECORDS}
+
+
+# ----------------------------------------------------------------------------- error feedback
+
+def _feedback_abstract_eval(x, *, schedule: Schedule, plan, op: str, invariant: bool,
+                            compress):
+    """(the allreduce's result, typed as allreduce's; the residual, typed as ``x``)."""
+    return _abstract_eval(x, schedule=schedule, plan=plan, op=op, invariant=invariant), x
+
+
+def _feedback_lowering(ctx, x, **params):
+    return mlir.lower_fun(partial(program, feedback=True, **params),
+                          multiple_results=True)(ctx, x)
+
+
+def _feedback_jvp(primals, tangents, **params):
+    raise NotImplementedError("jaxcoll: an allreduce with error feedback is not differentiable "
+                              "(it is meant for gradients that are already computed)")
+
+
+def _feedback_batch(axis_data, vals, dims, **params):
+    (x,), (d,) = vals, dims
+    if d is None or axis_data.name in params["plan"].axes:
+        raise NotImplementedError("jaxcoll: an allreduce with error feedback under vmap")
+    moved = jnp.moveaxis(x, d, 1)  # (rows, batch, width): the batch rides in the width
+    rows, batch, width = moved.shape
+    out, residual = FEEDBACK.bind(moved.reshape(rows, batch * width), **params)
+    return (out.reshape(out.shape[0], batch, width), residual.reshape(rows, batch, width)), (1, 1)
+
+
+def _feedback_primitive() -> Primitive:
+    p = Primitive("jaxcoll_allreduce_with_feedback")
+    p.multiple_results = True
+    p.def_impl(partial(_impl, p))
+    p.def_abstract_eval(_feedback_abstract_eval)
+    mlir.register_lowering(p, _feedback_lowering)
+    ad.primitive_jvps[p] = _feedback_jvp
+    batching.fancy_primitive_batchers[p] = _feedback_batch
+    return p
+
+
+FEEDBACK = _feedback_primitive()

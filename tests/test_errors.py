@@ -23,7 +23,7 @@ SHARP_BITS = Path(__file__).parent.parent / "docs" / "sharp_bits.md"
 ROW = re.compile(r"^\| (\d+) \| (.+?) \| (in shard_map|anywhere) \| `(.+?)` \| (\w+) \| `(.+)` \|$")
 PUBLIC = ("allreduce", "reduce_scatter", "allgather", "alltoall", "broadcast", "reduce",
           "gather", "scatter", "schedule", "algorithms", "allgather_fold", "reduce_scatter_from",
-          "allgather_matmul", "matmul_reduce_scatter")
+          "allgather_matmul", "matmul_reduce_scatter", "allreduce_with_feedback")
 NOT_IN_THE_TABLE = {"init"}  # arguments no row needs to misuse (any pytree is a fold's init)
 
 
@@ -96,7 +96,7 @@ def test_none_for_op_or_root_is_named(call):
 def test_algorithms_lists_names():
     assert jaxcoll.algorithms("allreduce") == (
         "auto", "xla", "bidirectional_ring", "double_tree", "halving_doubling", "hierarchical",
-        "naive", "recursive_doubling", "ring", "tree")
+        "naive", "recursive_doubling", "ring", "tree", "two_shot")
     assert jaxcoll.algorithms("alltoall") == ("auto", "xla", "bruck", "naive")
 
 

@@ -13,7 +13,7 @@ from functools import lru_cache
 from typing import Callable
 
 from ..schedules import Schedule
-from . import binomial, bruck, composite, hierarchical, naive, recursive, ring, tree
+from . import binomial, bruck, composite, hierarchical, naive, recursive, ring, tree, two_shot
 
 # Pipelined trees cut messages into pieces of about this size, at most MAX_PIECES. Each piece
 # costs the tree's rounds again in latency (α); on 8 fake CPU devices 1 MiB pieces made a 16 MiB
@@ -28,6 +28,7 @@ class Algorithm:
     rooted: bool = False  # build(n, root)
     pipelined: bool = False  # build(..., pieces=k)
     two_level: bool = False  # build((outer, inner)): needs a tuple axis of two names
+    auto: bool = True  # auto considers it (two_shot and pairwise: only for compressed data)
 
 
 _ROOTED = dict(rooted=True)
@@ -40,11 +41,13 @@ SCHEDULES: dict[str, dict[str, Algorithm]] = {
                   "recursive_doubling": Algorithm(recursive.allreduce),
                   "halving_doubling": Algorithm(recursive.halving_doubling_allreduce),
                   "bidirectional_ring": Algorithm(ring.bidirectional_allreduce),
-                  "hierarchical": Algorithm(hierarchical.allreduce, two_level=True)},
+                  "hierarchical": Algorithm(hierarchical.allreduce, two_level=True),
+                  "two_shot": Algorithm(two_shot.allreduce, auto=False)},
     "reduce_scatter": {"ring": Algorithm(ring.reduce_scatter),
                        "naive": Algorithm(naive.reduce_scatter),
                        "halving_doubling": Algorithm(recursive.reduce_scatter),
                        "bidirectional_ring": Algorithm(ring.bidirectional_reduce_scatter),
+                       "pairwise": Algorithm(two_shot.pairwise_reduce_scatter, auto=False),
                        "hierarchical": Algorithm(hierarchical.reduce_scatter, two_level=True)},
     "allgather": {"ring": Algorithm(ring.allgather), "naive": Algorithm(naive.allgather),
                   "recursive_doubling": Algorithm(recursive.allgather),

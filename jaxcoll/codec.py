@@ -1,0 +1,68 @@
+"""Encoding float32 chunks for the wire and back (compression.py says what and why).
+
+``encode`` turns an (m, length) float32 array into one (m, wire) array that a single
+``ppermute`` carries: bfloat16 values, or for int8 and fp8 the blocks' bytes followed by their
+float32 scales' bytes (int8 in the HLO). ``decode`` inverts it; ``roundtrip`` is both.
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax.numpy as jnp
+from jax import lax
+
+from .compression import MIN_EXPONENT, Compress
+
+
+def _scale_exponent(amax, qmax: float):
+    """k with 2^k the smallest power of two such that amax <= qmax·2^k (amax: (m, blocks))."""
+    _, e = jnp.frexp(amax)  # amax = f·2^e, f in [0.5, 1)
+    top = int(math.floor(math.log2(qmax))) + 1  # qmax < 2^top
+    k = e - top  # amax / 2^k = f·2^top in [2^(top-1), 2^top)
+    k = jnp.where(jnp.ldexp(amax, -k) > qmax, k + 1, k)
+    return jnp.maximum(k, MIN_EXPONENT)  # a normal float32 scale, even for tiny blocks
+
+
+def _blocks(chunks, block: int):
+    """(m, length) -> (m, blocks, block), zero-padded."""
+    m, length = chunks.shape
+    blocks = -(-length // block)
+    return jnp.pad(chunks, ((0, 0), (0, blocks * block - length))).reshape(m, blocks, block)
+
+
+def encode(compress: Compress, chunks):
+    """(m, length) float32 -> (m, wire): what one transfer of these chunks carries."""
+    if not compress.scaled:
+        return chunks.astype(jnp.bfloat16)
+    blocks = _blocks(chunks, compress.block)  # (m, blocks, block)
+    k = _scale_exponent(jnp.max(jnp.abs(blocks), axis=2), compress.qmax)  # (m, blocks)
+    scaled = jnp.ldexp(blocks, -k[..., None])  # exact: a power of two
+    if compress.kind == "int8":
+        payload = jnp.round(scaled).astype(jnp.int8)
+    else:
+        payload = lax.bitcast_convert_type(scaled.astype(jnp.float8_e4m3fn), jnp.int8)
+    scale = lax.bitcast_convert_type(jnp.ldexp(jnp.ones_like(k, jnp.float32), k),
+                                     jnp.int8)  # (m, blocks, 4)
+    m = chunks.shape[0]
+    return jnp.concatenate([payload.reshape(m, -1), scale.reshape(m, -1)], axis=1)
+
+
+def decode(compress: Compress, wire, length: int):
+    """(m, wire) -> (m, length) float32."""
+    if not compress.scaled:
+        return wire.astype(jnp.float32)
+    m, blocks = wire.shape[0], -(-length // compress.block)
+    payload = wire[:, :blocks * compress.block].reshape(m, blocks, compress.block)
+    scale = lax.bitcast_convert_type(
+        wire[:, blocks * compress.block:].reshape(m, blocks, 4), jnp.float32)  # (m, blocks)
+    if compress.kind == "int8":
+        values = payload.astype(jnp.float32)
+    else:
+        values = lax.bitcast_convert_type(payload, jnp.float8_e4m3fn).astype(jnp.float32)
+    return (values * scale[..., None]).reshape(m, -1)[:, :length]
+
+
+def roundtrip(compress: Compress, chunks):
+    """decode(encode(chunks)): the values a receiver gets."""
+    return decode(compress, encode(compress, chunks), chunks.shape[1])
