@@ -19,7 +19,8 @@ __all__ = [
     "allreduce", "allreduce_with_feedback", "alltoall", "broadcast", "Compress",
     "calibrate", "Calibration",
     "calibration", "choose", "Cost", "cost", "draw", "explain", "gather", "matmul_reduce_scatter",
-    "reduce", "reduce_scatter", "reduce_scatter_from", "ring_allgather", "ring_allreduce", "ring_reduce_scatter", "Round",
+    "reduce", "reduce_scatter", "reduce_scatter_from", "ring_allgather", "ring_allreduce",
+    "ring_reduce_scatter", "Round",
     "scatter", "Schedule", "schedule", "ScheduleError", "set_calibration", "Transfer",
     "tree_allreduce", "tree_broadcast", "verify",
 ]

@@ -94,10 +94,12 @@ def compress_arg(fn: str, compress) -> Compress | None:
 
 @lru_cache(maxsize=512)
 def quantizations(schedule: Schedule, settle: bool) -> int:
-    """d: the most times any contribution to any rank's result is encoded on its way, when a
-    partial sum is encoded each time it is sent after an add, a sender keeps the decoded value
-    it sent, and a copied (decoded) value is sent on unchanged; ``settle``: the result is encoded once more at the end where it is not
-    already a decoded value (allreduce and allgather, so every rank holds the same bits)."""
+    """d: the most times any contribution to any rank's result is encoded on its way.
+
+    A partial sum is encoded each time it is sent after an add; a sender keeps the decoded
+    value it sent; a copied (decoded) value is sent on unchanged. ``settle``: the result is
+    encoded once more at the end where it is not already a decoded value (allreduce and
+    allgather, so every rank holds the same bits)."""
     n, chunks = schedule.n_ranks, schedule.n_chunks
     depth = np.zeros((n, chunks), int)  # encodings behind each rank's chunk
     decoded = np.zeros((n, chunks), bool)  # the chunk is a decoded value (re-encodes exactly)

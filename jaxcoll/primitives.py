@@ -128,7 +128,7 @@ def _jvp(primals, tangents, *, schedule: Schedule, plan, op: str, invariant: boo
          compress=None):
     (x,), (t,) = primals, tangents
     params = dict(schedule=schedule, plan=plan, invariant=invariant)
-    y = _bind(x, op=op, compress=compress, **params)  # tangents: uncompressed (straight through)
+    y = _bind(x, op=op, compress=compress, **params)  # the tangent: uncompressed, below
     if type(t) is ad.Zero:
         return y, ad.Zero.from_primal_value(y)
     t = ad.instantiate_zeros(t)
