@@ -1,8 +1,10 @@
 """Encoding float32 chunks for the wire and back (compression.py says what and why).
 
 ``encode`` turns an (m, length) float32 array into one (m, wire) array that a single
-``ppermute`` carries: bfloat16 values, or for int8 and fp8 the blocks' bytes followed by their
-float32 scales' bytes (int8 in the HLO). ``decode`` inverts it; ``roundtrip`` is both.
+``ppermute`` carries: bfloat16 values as their bits (int16: sent as bfloat16, XLA's CPU
+pipeline moves the convert past the collective-permute and sends float32), or for int8 and fp8
+the blocks' bytes followed by their float32 scales' bytes (int8). ``decode`` inverts it;
+``roundtrip`` is both.
 """
 
 from __future__ import annotations
@@ -33,8 +35,8 @@ def _blocks(chunks, block: int):
 
 def encode(compress: Compress, chunks):
     """(m, length) float32 -> (m, wire): what one transfer of these chunks carries."""
-    if not compress.scaled:
-        return chunks.astype(jnp.bfloat16)
+    if not compress.scaled:  # as bits: XLA would move a bfloat16 convert past the transfer
+        return lax.bitcast_convert_type(chunks.astype(jnp.bfloat16), jnp.int16)
     blocks = _blocks(chunks, compress.block)  # (m, blocks, block)
     k = _scale_exponent(jnp.max(jnp.abs(blocks), axis=2), compress.qmax)  # (m, blocks)
     scaled = jnp.ldexp(blocks, -k[..., None])  # exact: a power of two
@@ -51,7 +53,7 @@ def encode(compress: Compress, chunks):
 def decode(compress: Compress, wire, length: int):
     """(m, wire) -> (m, length) float32."""
     if not compress.scaled:
-        return wire.astype(jnp.float32)
+        return lax.bitcast_convert_type(wire, jnp.bfloat16).astype(jnp.float32)
     m, blocks = wire.shape[0], -(-length // compress.block)
     payload = wire[:, :blocks * compress.block].reshape(m, blocks, compress.block)
     scale = lax.bitcast_convert_type(
