@@ -75,6 +75,8 @@ from functools import lru_cache
 
 import numpy as np
 
+from .compression import Compress
+from .model import choose
 from .records import RECORDS
 from .timing import program, time_alternating, verifiable_values  # noqa: F401 (API)
 
@@ -176,13 +178,13 @@ def place(values: np.ndarray, where):
 # ----------------------------------------------------------------------------- programs
 
 @lru_cache(maxsize=None)
-def emulated_program(op: str, algorithm: str, root: int = 0):
+def emulated_program(op: str, algorithm: str, root: int = 0, compress=None):
     """jit(vmap) of one collective on ranks emulated on one device: (n, count) -> (n, ...)."""
     import jax
 
     from .check import call_collective
 
-    return jax.jit(jax.vmap(lambda b: call_collective(op, algorithm, b, AXIS, root),
+    return jax.jit(jax.vmap(lambda b: call_collective(op, algorithm, b, AXIS, root, compress),
                             axis_name=AXIS))
 
 
@@ -205,16 +207,16 @@ class Ranks:
 
         return Mesh(np.array(self.devices), (AXIS,))
 
-    def program(self, op: str, algorithm: str, root: int):
-        """The jitted program of ``op`` by ``algorithm`` on these ranks."""
+    def program(self, op: str, algorithm: str, root: int, compress=None):
+        """The jitted program of ``op`` by ``algorithm`` on these ranks (``compress``ed)."""
         from .check import two_level_mesh
         from .families import two_level
 
         if self.emulated:
-            return emulated_program(op, algorithm, root)
+            return emulated_program(op, algorithm, root, compress)
         levels = two_level(op, algorithm)
         return program(op, algorithm, two_level_mesh(self.n, self.devices) if levels
-                       else self.mesh(), root)
+                       else self.mesh(), root, compress)
 
     def place(self, values: np.ndarray):
         """``values`` (n, count) on these ranks."""
@@ -261,6 +263,8 @@ class Result:
     wrong: int
     times: tuple[float, ...]  # seconds, one per timed call
     xla_median: float
+    wire_size: int = 0  # compressed: the bytes S takes encoded (algbw and busbw count these)
+    error: float = 0.0  # compressed: RMS error / RMS of the exact float64 result
 
     @property
     def redop(self) -> str:
@@ -282,8 +286,8 @@ class Result:
 
     @property
     def algbw(self) -> float:
-        """S / median time, in GB/s."""
-        return self.size / self.median / 1e9
+        """S (compressed: its encoded bytes) / median time, in GB/s."""
+        return (self.wire_size or self.size) / self.median / 1e9
 
     @property
     def busbw(self) -> float:
@@ -303,7 +307,8 @@ class Result:
                     time_us_median=self.median * 1e6, time_us_min=min(self.times) * 1e6,
                     time_us_q1=q1 * 1e6, time_us_q3=q3 * 1e6,
                     time_us_max=max(self.times) * 1e6, algbw_gbs=self.algbw,
-                    busbw_gbs=self.busbw, wrong=self.wrong, vs_xla=self.vs_xla)
+                    busbw_gbs=self.busbw, wrong=self.wrong, vs_xla=self.vs_xla,
+                    wire_size=self.wire_size, rms_error=self.error)
 
 
 def run_point(op: str, size: int, algorithms: list[str], ranks: Ranks, dtype: str, root: int,
@@ -327,6 +332,50 @@ def run_point(op: str, size: int, algorithms: list[str], ranks: Ranks, dtype: st
     shown_root = root if op in ROOTED else -1
     return [Result(op, name, nbytes, count, dtype, shown_root, ranks.n, wrong[name],
                    tuple(times[name]), xla) for name in programs]
+
+
+def run_compressed_point(op: str, size: int, algorithms: list[str], ranks: Ranks,
+                         compress: Compress, iters: int, warmup: int,
+                         tick=lambda: None) -> list[Result]:
+    """Every algorithm of ``op`` compressed at ``size`` bytes beside the uncompressed xla: normal
+    float32 inputs; #wrong counts the values outside the error bound (compression.py), error
+    is the RMS error over the RMS of the exact (float64) result."""
+    from .compression import error_bound, quantizations, sum_of_block_maxima
+    from .families import build_schedule, pipeline_pieces
+
+    n = ranks.n
+    count, elements, nbytes = layout(op, size, 4, n)
+    values = np.random.default_rng(0).standard_normal((n, elements)).astype(np.float32)
+    x = ranks.place(values)
+    exact = {"allreduce": lambda: np.broadcast_to(values.astype(np.float64).sum(0), (n, count)),
+             "reduce_scatter": lambda: values.astype(np.float64).sum(0).reshape(n, count),
+             "allgather": lambda: np.broadcast_to(values.reshape(1, -1), (n, n * count))}[op]()
+    programs = {"xla": ranks.program(op, "xla", 0)}
+    programs.update({name: ranks.program(op, name, 0, compress) for name in algorithms})
+    wrong, errors = {}, {}
+    for name, prog in programs.items():
+        got = np.asarray(prog(x)).reshape(exact.shape)
+        error = np.abs(got - exact)
+        errors[name] = float(np.sqrt(np.mean(error ** 2) / max(np.mean(exact ** 2), 1e-300)))
+        if name == "xla":
+            wrong[name] = 0
+            continue
+        chosen = choose(op, n, elements * 4, compress=compress) if name == "auto" else name
+        schedule = build_schedule(op, chosen, n, 0, pipeline_pieces(elements * 4))
+        rows = {"allreduce": 1, "reduce_scatter": n, "allgather": n}[op]
+        buffers = values.reshape(1, -1) if op == "allgather" else values
+        total_max = sum_of_block_maxima(buffers, schedule.n_chunks, compress.block, rows)
+        bound = error_bound(compress, quantizations(schedule, op != "reduce_scatter"), n,
+                            total_max.reshape(exact.shape[1:]) if op != "reduce_scatter"
+                            else total_max.reshape(n, count))
+        wrong[name] = int(np.sum(error > bound))
+    tick()
+    times = time_alternating(programs, x, iters, warmup, tick)
+    xla = statistics.median(times["xla"])
+    wire = compress.wire_bytes(nbytes // 4)
+    return [Result(op, name if name == "xla" else f"{name}/{compress.kind}", nbytes, count,
+                   "float32", -1, n, wrong[name], tuple(times[name]), xla,
+                   0 if name == "xla" else wire, errors[name]) for name in programs]
 
 
 def environment(ranks: Ranks, argv: list[str]) -> dict:
@@ -358,7 +407,8 @@ def _cells(texts) -> str:
                      for text, (_, _, width, _) in zip(texts, COLUMNS))
 
 
-def header(meta: dict, ops: list[str], dtype: str, iters: int, warmup: int) -> str:
+def header(meta: dict, ops: list[str], dtype: str, iters: int, warmup: int,
+           compress: Compress | None = None) -> str:
     """The '#' lines above the table: what ran, where, and with which versions and flags."""
     where = (f"{meta['ranks']} ranks EMULATED on one {meta['backend']} device "
              f"({meta['device_kind']}): {EMULATION_NOTE}" if meta["emulated"] else
@@ -373,16 +423,22 @@ def header(meta: dict, ops: list[str], dtype: str, iters: int, warmup: int) -> s
              f"{iters} timed calls per line (median; iqr = interquartile range / median), "
              f"{warmup} warm-up, algorithms alternating; busbw = algbw x {factors}"]
     columns = [_cells(name for name, *_ in COLUMNS), _cells(unit for _, unit, *_ in COLUMNS)]
+    if compress is not None:
+        about.append(f"compressed ({compress.kind}, blocks of {compress.block}): algbw and "
+                     "busbw count the encoded bytes; #wrong = values outside the error bound; "
+                     "rms err = RMS error / RMS of the exact result (normal inputs)")
+        columns = [columns[0] + f"  {'rms err':>9}", columns[1] + f"  {'(rel)':>9}"]
     return "\n".join([f"# {line}" for line in about] + ["#"] + ["#" + c[1:] for c in columns])
 
 
-def table_line(result: Result) -> str:
-    """One result as a table line."""
+def table_line(result: Result, compressed: bool = False) -> str:
+    """One result as a table line (``compressed``: with its error column)."""
     q1, q3 = result.quartiles
     values = (result.size, result.count, result.dtype, result.redop, result.root,
               result.algorithm, result.median * 1e6, 100 * (q3 - q1) / result.median,
               result.algbw, result.busbw, result.wrong, result.vs_xla)
-    return _cells(format(v, fmt) for v, (*_, fmt) in zip(values, COLUMNS))
+    line = _cells(format(v, fmt) for v, (*_, fmt) in zip(values, COLUMNS))
+    return line + f"  {result.error:>9.2e}" if compressed else line
 
 
 def write_json(path: str, meta: dict, results: list[Result]) -> None:
@@ -551,6 +607,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--plot", metavar="PNG", help="busbw and time / xla against size "
                         "(needs matplotlib: pip install 'jaxcoll[viz]')")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    parser.add_argument("--compress", choices=["bf16", "fp8", "int8"],
+                        help="compressed transfers (allreduce, reduce_scatter, allgather; "
+                             "float32): time, busbw on the encoded bytes, error columns")
     return parser
 
 
@@ -687,11 +746,12 @@ def main(argv=None) -> int:
     if not 0 <= args.root < ranks.n:
         parser.error(f"argument --root: {args.root} is out of range; allowed: "
                      f"0..{ranks.n - 1}")
+    compress = _compress(parser, args, ops, dtype)
     meta = environment(ranks, argv)
     # Across processes every one measures (and results are gathered); process 0 reports.
     say = print if _leader() else (lambda *_, **__: None)
-    say(header(meta, ops, dtype, args.iters, args.warmup), flush=True)
-    results = _run(ops, sizes, algorithms, ranks, dtype, args, say)
+    say(header(meta, ops, dtype, args.iters, args.warmup, compress), flush=True)
+    results = _run(ops, sizes, algorithms, ranks, dtype, args, say, compress)
     wrong = sum(r.wrong for r in results)
     say(f"# #wrong in all: {wrong} {'OK' if wrong == 0 else 'FAILED'}", flush=True)
     if _leader():
@@ -705,7 +765,22 @@ def _leader() -> bool:
     return jax.process_index() == 0
 
 
-def _run(ops, sizes, algorithms, ranks: Ranks, dtype: str, args, say=print) -> list[Result]:
+def _compress(parser, args, ops: list[str], dtype: str) -> Compress | None:
+    """--compress, checked against the ops, the dtype and the processes."""
+    import jax
+
+    if not args.compress:
+        return None
+    other = [op for op in ops if op not in ("allreduce", "reduce_scatter", "allgather")]
+    if other or dtype != "float32" or jax.process_count() > 1:
+        parser.error(f"argument --compress: takes --op allreduce, reduce_scatter or allgather "
+                     f"(not {', '.join(other) or 'these'}), --dtype float32 (got {dtype}) "
+                     "and one process")
+    return Compress(args.compress)
+
+
+def _run(ops, sizes, algorithms, ranks: Ranks, dtype: str, args, say=print,
+         compress: Compress | None = None) -> list[Result]:
     """Every (op, size), ``say``ing each size's lines as soon as they are measured."""
     progress = Progress(len(ops) * len(sizes) * (args.iters + 1),
                         enabled=not args.quiet and say is print)
@@ -713,10 +788,14 @@ def _run(ops, sizes, algorithms, ranks: Ranks, dtype: str, args, say=print) -> l
     for op in ops:
         for size in sizes:
             progress.start(f"{op} {format_size(size)}")
-            point = run_point(op, size, algorithms[op], ranks, dtype, args.root, args.iters,
-                              args.warmup, progress.tick)
+            if compress is None:
+                point = run_point(op, size, algorithms[op], ranks, dtype, args.root,
+                                  args.iters, args.warmup, progress.tick)
+            else:
+                point = run_compressed_point(op, size, algorithms[op], ranks, compress,
+                                             args.iters, args.warmup, progress.tick)
             progress.clear()
-            say("\n".join(table_line(r) for r in point), flush=True)
+            say("\n".join(table_line(r, compress is not None) for r in point), flush=True)
             results += point
     progress.clear()
     return results

@@ -41,10 +41,12 @@ class Row:
         return self.max_error == 0.0
 
 
-def call_collective(primitive: str, algorithm: str, x, axis, root: int = 0):
+def call_collective(primitive: str, algorithm: str, x, axis, root: int = 0, compress=None):
     """``primitive`` on ``x``: rooted ones from ``root``, scattering ones tiled (x cut in n),
-    alltoall split and concatenated along dimension 0."""
+    alltoall split and concatenated along dimension 0; ``compress`` where given."""
     kwargs = {"root": root} if primitive in ROOTED else {}
+    if compress is not None:
+        kwargs["compress"] = compress
     if primitive in SCATTERING:
         kwargs["tiled"] = True
     if primitive == "alltoall":

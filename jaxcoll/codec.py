@@ -17,13 +17,22 @@ from jax import lax
 from .compression import MIN_EXPONENT, Compress
 
 
-def _scale_exponent(amax, qmax: float):
-    """k with 2^k the smallest power of two such that amax <= qmax·2^k (amax: (m, blocks))."""
-    _, e = jnp.frexp(amax)  # amax = f·2^e, f in [0.5, 1)
+def _power_of_two(k):
+    """2^k as float32, exactly, for integer k in [-126, 127] (built from its exponent bits)."""
+    return lax.bitcast_convert_type(((k + 127) << 23).astype(jnp.int32), jnp.float32)
+
+
+def _scales(amax, qmax: float):
+    """(s, 1/s): s = 2^k the smallest power of two with amax <= qmax·s, at least 2^-126; NaN
+    where amax is not finite, so that the block decodes to NaN (amax: (m, blocks))."""
+    bits = lax.bitcast_convert_type(amax, jnp.int32)
+    e = ((bits >> 23) & 0xFF) - 126  # amax = f·2^e, f in [0.5, 1) (normal amax)
     top = int(math.floor(math.log2(qmax))) + 1  # qmax < 2^top
-    k = e - top  # amax / 2^k = f·2^top in [2^(top-1), 2^top)
-    k = jnp.where(jnp.ldexp(amax, -k) > qmax, k + 1, k)
-    return jnp.maximum(k, MIN_EXPONENT)  # a normal float32 scale, even for tiny blocks
+    k = jnp.clip(e - top, MIN_EXPONENT, 127)  # amax / 2^k = f·2^top in [2^(top-1), 2^top)
+    k = jnp.where(amax * _power_of_two(-k) > qmax, k + 1, k)
+    k = jnp.maximum(k, MIN_EXPONENT)  # a normal float32 scale, even for tiny blocks
+    finite = jnp.isfinite(amax)
+    return jnp.where(finite, _power_of_two(k), jnp.nan), _power_of_two(-k)
 
 
 def _blocks(chunks, block: int):
@@ -38,14 +47,13 @@ def encode(compress: Compress, chunks):
     if not compress.scaled:  # as bits: XLA would move a bfloat16 convert past the transfer
         return lax.bitcast_convert_type(chunks.astype(jnp.bfloat16), jnp.int16)
     blocks = _blocks(chunks, compress.block)  # (m, blocks, block)
-    k = _scale_exponent(jnp.max(jnp.abs(blocks), axis=2), compress.qmax)  # (m, blocks)
-    scaled = jnp.ldexp(blocks, -k[..., None])  # exact: a power of two
+    scale, inverse = _scales(jnp.max(jnp.abs(blocks), axis=2), compress.qmax)  # (m, blocks)
+    scaled = jnp.clip(blocks * inverse[..., None], -compress.qmax, compress.qmax)  # exact
     if compress.kind == "int8":
         payload = jnp.round(scaled).astype(jnp.int8)
     else:
         payload = lax.bitcast_convert_type(scaled.astype(jnp.float8_e4m3fn), jnp.int8)
-    scale = lax.bitcast_convert_type(jnp.ldexp(jnp.ones_like(k, jnp.float32), k),
-                                     jnp.int8)  # (m, blocks, 4)
+    scale = lax.bitcast_convert_type(scale, jnp.int8)  # (m, blocks, 4)
     m = chunks.shape[0]
     return jnp.concatenate([payload.reshape(m, -1), scale.reshape(m, -1)], axis=1)
 

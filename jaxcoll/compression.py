@@ -133,3 +133,21 @@ def error_bound(compress: Compress, d: int, n: int, total_max):
     grown = (1 + compress.unit) ** d
     floor = d * 2.0 ** (MIN_EXPONENT - 1) * grown if compress.scaled else 0.0
     return (grown - 1 + n * 2.0 ** -24 * grown) * total_max + floor
+
+
+def sum_of_block_maxima(x: np.ndarray, n_chunks: int, block: int, rows: int = 1) -> np.ndarray:
+    """ΣM for every value of a collective's buffer: ``x`` (ranks, rows·width) holds each
+    rank's buffer of ``rows`` rows; the schedule cuts each row into n_chunks // rows chunks
+    (zero-padded) and each chunk into blocks of ``block``. Returns (rows·width,): for each
+    value, the sum over ranks of the largest magnitude in its block."""
+    ranks, total = x.shape
+    width, per_row = total // rows, n_chunks // rows
+    chunk = -(-width // per_row)
+    blocks = -(-chunk // block)
+    padded = np.zeros((ranks, rows, per_row * chunk))
+    padded[:, :, :width] = np.abs(x).reshape(ranks, rows, width)
+    padded = np.pad(padded.reshape(ranks, rows, per_row, chunk),
+                    ((0, 0), (0, 0), (0, 0), (0, blocks * block - chunk)))
+    maxima = padded.reshape(ranks, rows, per_row, blocks, block).max(axis=4).sum(axis=0)
+    per_value = np.repeat(maxima, block, axis=2)[..., :chunk]  # (rows, per_row, chunk)
+    return per_value.reshape(rows, -1)[:, :width].reshape(-1)

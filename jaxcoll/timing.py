@@ -49,11 +49,11 @@ def _axis(names: tuple):
 
 
 @lru_cache(maxsize=None)
-def program(op: str, algorithm: str, mesh, root: int = 0):
+def program(op: str, algorithm: str, mesh, root: int = 0, compress=None):
     """jit(shard_map) of one collective over all of ``mesh``'s axes: (n, count) -> (n, ...)."""
     axis = _axis(mesh.axis_names)
     return jax.jit(jax.shard_map(
-        lambda b: call_collective(op, algorithm, b[0], axis, root)[None],
+        lambda b: call_collective(op, algorithm, b[0], axis, root, compress)[None],
         mesh=mesh, in_specs=P(mesh.axis_names), out_specs=P(mesh.axis_names)))
 
 

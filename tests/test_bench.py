@@ -157,6 +157,8 @@ def test_format_size():
     (["--devices", "4", "--emulate", "4"], ["not allowed with"]),
     (["--emulate", "4", "--algorithms", "hierarchical"],
      ["'hierarchical'", "two-level algorithms cannot be emulated"]),
+    (["--compress", "int8", "--op", "broadcast"], ["--compress", "allreduce", "broadcast"]),
+    (["--compress", "int4"], ["--compress", "'int4'", "int8"]),
 ])
 def test_bad_arguments_exit_2_with_a_clear_message(argv, words, capsys):
     with pytest.raises(SystemExit) as exit_:
@@ -227,6 +229,23 @@ def test_tiny_sweep_end_to_end(tmp_path, capsys):
     table = list(csv.DictReader(csv_path.open()))
     assert len(table) == 4 and table[1]["algorithm"] == "ring"
     assert table[0]["emulated"] == "False" and table[0]["backend"] == "cpu"
+
+
+def test_compressed_sweep_reports_errors_within_the_bound(capsys):
+    """--compress int8: each algorithm compressed beside the uncompressed xla; no value outside
+    the error bound; busbw on the encoded bytes; the RMS error column, two_shot's below the
+    ring's."""
+    assert bench.main(["-b", "4K", "-e", "4K", "--op", "allreduce", "--algorithms",
+                       "ring,two_shot", "-n", "2", "-w", "1", "-q", "--devices", "8",
+                       "--compress", "int8"]) == 0
+    out = capsys.readouterr().out
+    assert "compressed (int8, blocks of 128)" in out and "#wrong in all: 0 OK" in out
+    rows = {r[5]: r for r in _table_rows(out)}
+    assert set(rows) == {"xla", "ring/int8", "two_shot/int8"}
+    for name in ("ring/int8", "two_shot/int8"):  # 1024 values: 8 blocks, 1056 bytes encoded
+        algbw, time_us = float(rows[name][8]), float(rows[name][6])
+        assert abs(algbw - 1056 / time_us / 1e3) / algbw < 0.02
+    assert 0 < float(rows["two_shot/int8"][12]) < float(rows["ring/int8"][12]) < 0.05
 
 
 def test_wrong_results_are_reported_and_fail(monkeypatch, capsys):

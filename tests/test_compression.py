@@ -15,7 +15,7 @@ from jax.sharding import PartitionSpec as P
 
 import jaxcoll
 from jaxcoll import codec
-from jaxcoll.compression import Compress, error_bound, quantizations
+from jaxcoll.compression import Compress, error_bound, quantizations, sum_of_block_maxima
 from jaxcoll.families import SCHEDULES, build_schedule
 
 from helpers import AXIS, mesh
@@ -96,20 +96,6 @@ def test_auto_picks_by_error_then_time():
 
 # ----------------------------------------------------------------------------- runs
 
-def _sum_of_block_maxima(x: np.ndarray, n_chunks: int, block: int) -> np.ndarray:
-    """ΣM per element: for each element, the sum over ranks of the largest magnitude in its
-    quantization block (the buffer cut into n_chunks chunks, each into blocks)."""
-    ranks, size = x.shape
-    chunk = -(-size // n_chunks)
-    blocks = -(-chunk // block)
-    padded = np.zeros((ranks, n_chunks * chunk))
-    padded[:, :size] = np.abs(x)
-    per_chunk = np.pad(padded.reshape(ranks, n_chunks, chunk),
-                       ((0, 0), (0, 0), (0, blocks * block - chunk)))
-    maxima = per_chunk.reshape(ranks, n_chunks, blocks, block).max(axis=3).sum(axis=0)
-    return np.repeat(maxima, block, axis=1)[:, :chunk].reshape(-1)[:size]  # (size,)
-
-
 def _run_designs(n: int, x: np.ndarray) -> dict:
     """Every design x kind on this rank's row of x, in one program: {(design, kind): (n, ...)}."""
     def body(x):
@@ -143,10 +129,11 @@ def test_errors_stay_within_the_bound(n):
         what = f"{primitive} {algorithm} {kind}"
         if primitive == "allgather":  # each rank's x, quantized once at its source
             want = np.broadcast_to(x.reshape(1, -1), (n, n * size))
-            total_max = _sum_of_block_maxima(x.reshape(1, -1), n, BLOCK)  # chunk r: rank r
+            total_max = sum_of_block_maxima(x.reshape(1, -1), n, BLOCK, rows=n)  # row r: rank r
         else:
             want = np.broadcast_to(x.astype(np.float64).sum(axis=0), (n, size))
-            total_max = _sum_of_block_maxima(x, n, BLOCK)
+            rows = n if primitive == "reduce_scatter" else 1
+            total_max = sum_of_block_maxima(x, schedule.n_chunks, BLOCK, rows)
         if primitive == "reduce_scatter":  # rank r holds chunk r of the sum
             want, total_max = want[0].reshape(n, -1), total_max.reshape(n, -1)
         bound = error_bound(Compress(kind, BLOCK), d, n, total_max)
