@@ -133,12 +133,14 @@ def _run_segment(segment: Segment, carry, plan: AxisPlan, combine: Combine,
         # A sender keeps what it sent (the decoded value): every rank then holds the same
         # bits of a chunk, and what encoding dropped is counted once, at its sender.
         kept, dropped_from = buf, residual
-        for ids, out, wire, mask in zip(send_ids, outgoing, wires, senders):
+        for ids, out, wire, mask, contiguous in zip(send_ids, outgoing, wires, senders,
+                                                    segment.send_contiguous):
             sent = jnp.where(jnp.asarray(mask)[me], codec.decode(compress, wire, out.shape[1]),
                              out)
-            kept = kept.at[ids].set(sent)
+            kept = _put(kept, ids, sent, contiguous)
             if residual is not None:  # the same ids in two matchings set the same value
-                residual = residual.at[ids].set(dropped_from[ids] + (out - sent))
+                residual = _put(residual, ids, _take(dropped_from, ids, contiguous) + (out - sent),
+                                contiguous)
         return write_round(step, kept, received), residual
 
     def write_round(step, buf, received):
