@@ -803,7 +803,9 @@ TEXTBOOK = {
         "hierarchical": ("2(i-1+o-1)α + 2[(i-1)/i + (o-1)/(oi)]·Nβ "
                          "+ [(i-1)/i + (o-1)/(oi)]·Nγ",
                          (2 * (i - 1 + o - 1), 2 * ((i - 1) / i + (o - 1) / (o * i)),
-                          (i - 1) / i + (o - 1) / (o * i)))},
+                          (i - 1) / i + (o - 1) / (o * i))),
+        "two_shot": ("2(n-1)α + 2(n-1)/n·Nβ + (n-1)/n·Nγ (every pair of ranks linked)",
+                     (2 * (n - 1), 2 * (n - 1) / n, (n - 1) / n))},
     "reduce_scatter": {
         "ring": ("(n-1)α + (n-1)/n·N(β + γ)", (n - 1, (n - 1) / n, (n - 1) / n)),
         "bidirectional_ring": ("(n-1)α + (n-1)/(2n)·Nβ + (n-1)/n·Nγ (full-duplex links)",
@@ -813,7 +815,9 @@ TEXTBOOK = {
         "halving_doubling": ("Lα + (n-1)/n·N(β + γ)", (L, (n - 1) / n, (n - 1) / n)),
         "hierarchical": ("(i-1+o-1)α + [(i-1)/i + (o-1)/(oi)]·N(β + γ)",
                          (i - 1 + o - 1, (i - 1) / i + (o - 1) / (o * i),
-                          (i - 1) / i + (o - 1) / (o * i)))},
+                          (i - 1) / i + (o - 1) / (o * i))),
+        "pairwise": ("(n-1)α + (n-1)/n·N(β + γ) (every pair of ranks linked)",
+                     (n - 1, (n - 1) / n, (n - 1) / n))},
     "allgather": {
         "ring": ("(n-1)α + (n-1)/n·Nβ", (n - 1, (n - 1) / n, 0)),
         "bidirectional_ring": ("(n-1)α + (n-1)/(2n)·Nβ (full-duplex links)",
