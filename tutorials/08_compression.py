@@ -35,6 +35,7 @@ import jax
 jax.config.update("jax_num_cpu_devices", 8)  # 8 fake CPU devices; must come before any JAX work
 
 import tempfile
+import time
 
 import jax.numpy as jnp
 import matplotlib.pyplot as plt
@@ -267,10 +268,10 @@ assert curves["int8 + error feedback"][-1] < 0.02 * curves["int8"][-1]
 # Without feedback, the 120 small gradients are below half a quantization step of their block
 # (whose scale the noisy gradient sets) and are rounded to zero: those weights never move. With
 # feedback they are delayed, not lost: the run follows the uncompressed one, overshooting a
-# little (the delay acts like momentum). (The data-parallel MLP of `examples/data_parallel.py` hardly notices int8 either way:
-# `--compress int8 --check` trains 200 steps to within 0.02% of the uncompressed loss, with or
-# without feedback. Real models do mix very different gradient sizes in one buffer: embeddings,
-# norms, biases.)
+# little (the delay acts like momentum). (The data-parallel MLP of `examples/data_parallel.py`
+# hardly notices int8 either way: `--compress int8 --check` trains 200 steps to within 0.02% of
+# the uncompressed loss, with or without feedback. Real models do mix very different gradient
+# sizes in one buffer: embeddings, norms, biases.)
 #
 # ## 5. What it buys, and what this machine shows
 #
@@ -285,7 +286,6 @@ for label, kwargs in (("float32", {}), ("int8", {"compress": "int8"})):
     fn(x).block_until_ready()
     times = []
     for _ in range(5):
-        import time
         start = time.perf_counter()
         fn(x).block_until_ready()
         times.append(time.perf_counter() - start)
