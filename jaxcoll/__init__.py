@@ -6,7 +6,8 @@ from .collectives import (BUCKET_BYTES, OPS, algorithms, allgather, allreduce,
                           ring_reduce_scatter, schedule, scatter, tree_allreduce, tree_broadcast)
 from .overlap import allgather_fold, allgather_matmul, matmul_reduce_scatter, reduce_scatter_from
 from .compression import Compress
-from .model import Calibration, Cost, calibration, choose, cost, explain, set_calibration
+from .model import (Bounds, Calibration, Cost, bounds, calibration, choose, cost, explain,
+                    set_calibration)
 from .pictures import draw
 from .schedules import Round, Schedule, Transfer
 from .symbolic import ScheduleError, verify
@@ -17,7 +18,7 @@ __version__ = "0.1.0"
 __all__ = [
     "BUCKET_BYTES", "OPS", "algorithms", "allgather", "allgather_fold", "allgather_matmul",
     "allreduce", "allreduce_with_feedback", "alltoall", "broadcast", "Compress",
-    "calibrate", "Calibration",
+    "Bounds", "bounds", "calibrate", "Calibration",
     "calibration", "choose", "Cost", "cost", "draw", "explain", "gather", "matmul_reduce_scatter",
     "reduce", "reduce_scatter", "reduce_scatter_from", "ring_allgather", "ring_allreduce",
     "ring_reduce_scatter", "Round",

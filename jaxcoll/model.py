@@ -202,19 +202,61 @@ def choose(primitive: str, n: int, nbytes: float, calibration_: Calibration | No
     return ranking(primitive, n, nbytes, calibration_, compress)[0][0]
 
 
+@dataclass(frozen=True)
+class Bounds:
+    """What no algorithm of a primitive can beat on n ranks, in the model's terms: ``rounds``
+    of messages one after another (latency), and the bytes sent and reduced one after another
+    on the critical path (bandwidth: :func:`cost` with β = 1, or γ = 1, alone)."""
+
+    rounds: int
+    path_bytes: float  # sent one after another: the β coefficient
+    path_reduced: float  # reduced one after another: the γ coefficient
+    seconds: float  # rounds·α + path_bytes·β + path_reduced·γ
+
+
+def bounds(primitive: str, n: int, nbytes: float,
+           calibration_: Calibration | None = None) -> Bounds:
+    """The latency and bandwidth lower bounds of ``primitive`` on n ranks for ``nbytes`` per
+    rank (as :func:`cost` counts them), priced with the calibration.
+
+    Rounds: ceil(log2 n): the ranks that hold a value, or have contributed to one, at most
+    double per round. Bytes on the critical path, for a rank with one port: (n-1)/n·N for
+    reduce_scatter, allgather, alltoall, gather and scatter (a rank's n-1 other blocks leave it,
+    or the root's arrive); 2(n-1)/n·N for allreduce (Patarasuk and Yuan, 2009); N for
+    broadcast and reduce (the root's port carries the whole message). Bytes reduced: (n-1)/n·N
+    for the reducing ones (the n-1 other contributions to a rank's 1/n share).
+    """
+    cal = calibration_ or calibration()
+    if n <= 1:
+        return Bounds(0, 0.0, 0.0, 0.0)
+    rounds = int(np.ceil(np.log2(n)))
+    share = (n - 1) / n * nbytes
+    path = {"allreduce": 2 * share, "broadcast": nbytes, "reduce": nbytes}.get(primitive, share)
+    reduced = share if RECORDS[primitive].reduces else 0.0
+    return Bounds(rounds, path, reduced, rounds * cal.alpha + path * cal.beta + reduced * cal.gamma)
+
+
 def explain(primitive: str, n: int, nbytes: float,
             calibration_: Calibration | None = None) -> list[tuple[str, Cost]]:
-    """Print the ranking ``auto`` chooses from, with predicted times; return it."""
+    """Print the ranking ``auto`` chooses from, with predicted times and each algorithm's gap to
+    the lower bounds (:func:`bounds`); return it."""
     cal = calibration_ or calibration()
     ranked = ranking(primitive, n, nbytes, cal)
     best = ranked[0][1].seconds or 1e-30
+    bound = bounds(primitive, n, nbytes, cal)
     print(f"{primitive}, n={n}, {nbytes:.0f} bytes per rank; α={cal.alpha:.3g} s, "
-          f"β={cal.beta:.3g} s/B, γ={cal.gamma:.3g} s/B ({cal.backend}: {cal.source})")
+          f"β={cal.beta:.3g} s/B, γ={cal.gamma:.3g} s/B ({cal.backend}: {cal.source}); "
+          f"lower bounds: {bound.rounds} rounds, {bound.path_bytes:.0f} B on the critical "
+          f"path, {bound.seconds * 1e6:.1f} µs")
     for name, c in ranked:
         latency, bandwidth = cal.factors(primitive, name)
         measured = (f"   (measured factors: α x{latency:g}, β γ x{bandwidth:g})"
                     if (latency, bandwidth) != (1.0, 1.0) else "")
+        schedule = build_schedule(primitive, name, n, 0, pipeline_pieces(int(nbytes)))
+        path = cost(schedule, nbytes, alpha=0.0, beta=1.0).seconds
+        gaps = (f"gap to the bounds: rounds x{schedule.n_rounds / bound.rounds:.2f}, "
+                f"bytes x{path / bound.path_bytes:.2f}" if bound.rounds else "")
         print(f"  {name:<22} {c.seconds * 1e6:12.1f} µs  x{c.seconds / best:7.2f}   "
               f"{c.messages} messages, {c.bytes_sent:.0f} B sent, "
-              f"{c.bytes_reduced:.0f} B reduced{measured}")
+              f"{c.bytes_reduced:.0f} B reduced; {gaps}{measured}")
     return ranked

@@ -104,3 +104,30 @@ def test_ranking_applies_the_factors():
     assert scaled["binomial"].seconds == pytest.approx(
         plain["binomial"].seconds + 9 * latency_part)
     assert scaled["tree"].seconds == plain["tree"].seconds
+
+
+def test_no_schedule_beats_the_lower_bounds():
+    """Every registered schedule, every primitive, n = 1..24 (two-level ones on 2 x n/2): at
+    least ceil(log2 n) rounds, and at least the bounds' bytes sent and reduced on the critical
+    path (the model's β and γ coefficients); the ring reaches the bandwidth bound, recursive
+    doubling the latency bound at powers of two."""
+    from jaxcoll.families import SCHEDULES, build_schedule
+    for primitive, entries in SCHEDULES.items():
+        for algorithm, entry in entries.items():
+            for n in range(1, 25):
+                if entry.two_level and n % 2:
+                    continue
+                schedule = build_schedule(primitive, algorithm, (2, n // 2) if entry.two_level
+                                          else n)
+                bound = jaxcoll.bounds(primitive, n, 1.0, BANDWIDTH_BOUND)
+                beta = jaxcoll.cost(schedule, 1.0, alpha=0.0, beta=1.0).seconds
+                gamma = jaxcoll.cost(schedule, 1.0, alpha=0.0, beta=0.0, gamma=1.0).seconds
+                what = (primitive, algorithm, n)
+                assert schedule.n_rounds >= bound.rounds, what
+                assert beta >= bound.path_bytes * (1 - 1e-12), what
+                assert gamma >= bound.path_reduced * (1 - 1e-12), what
+    for n in (2, 5, 8):
+        ring = build_schedule("allreduce", "ring", n)
+        assert jaxcoll.cost(ring, 1.0, alpha=0.0, beta=1.0).seconds == pytest.approx(
+            jaxcoll.bounds("allreduce", n, 1.0).path_bytes)
+    assert build_schedule("allreduce", "recursive_doubling", 16).n_rounds == 4
