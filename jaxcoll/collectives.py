@@ -37,7 +37,7 @@ from . import _compat
 from .families import SCHEDULES, build_schedule, pipeline_pieces, two_level
 from .execute import in_sequence
 from .compression import Compress, compress_arg
-from .model import choose
+from .model import chain_pieces, choose
 from .primitives import collective
 from .schedules import Schedule
 
@@ -210,7 +210,9 @@ def _runner(primitive: str, algorithm: str, n: int, axis, op: str = "sum", root:
         nbytes = buf.size * buf.dtype.itemsize
         name = (choose(primitive, n, nbytes, compress=compress) if algorithm == "auto"
                 else algorithm)
-        schedule = build_schedule(primitive, name, ranks, root, pipeline_pieces(nbytes))
+        count = (chain_pieces(n, nbytes) if SCHEDULES[primitive][name].model_pieces
+                 else pipeline_pieces(nbytes))
+        schedule = build_schedule(primitive, name, ranks, root, count)
         return collective(schedule, buf, axis, combine, compress, feedback)
     return run
 

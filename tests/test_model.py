@@ -36,10 +36,11 @@ def test_set_calibration_is_used_for_its_backend():
 
 def test_ranking_follows_the_textbook():
     # Latency-bound: fewest messages win (binomial broadcast, recursive doubling allreduce,
-    # Bruck allgather); bandwidth-bound: the bandwidth-optimal ones (scatter_allgather
-    # broadcast; ring allreduce, which moves halving_doubling's bytes in one message a round).
+    # Bruck allgather); bandwidth-bound: the bandwidth-optimal ones (the pipelined chain
+    # broadcast, near N·β; ring allreduce, which moves halving_doubling's bytes in one message a
+    # round).
     assert jaxcoll.choose("broadcast", 8, 1024, LATENCY_BOUND) == "binomial"
-    assert jaxcoll.choose("broadcast", 8, 1 << 24, BANDWIDTH_BOUND) == "scatter_allgather"
+    assert jaxcoll.choose("broadcast", 8, 1 << 24, BANDWIDTH_BOUND) == "chain"
     assert jaxcoll.choose("allreduce", 8, 1024, LATENCY_BOUND) == "recursive_doubling"
     assert jaxcoll.choose("allreduce", 8, 1 << 24, BANDWIDTH_BOUND) in ("ring", "halving_doubling")
     assert jaxcoll.choose("allgather", 6, 1024, LATENCY_BOUND) == "bruck"
@@ -131,3 +132,22 @@ def test_no_schedule_beats_the_lower_bounds():
         assert jaxcoll.cost(ring, 1.0, alpha=0.0, beta=1.0).seconds == pytest.approx(
             jaxcoll.bounds("allreduce", n, 1.0).path_bytes)
     assert build_schedule("allreduce", "recursive_doubling", 16).n_rounds == 4
+
+
+def test_chain_pieces_minimise_the_model():
+    """The chain's piece count is the model's minimum of (n - 2 + k)(α + N/k·β) (checked
+    against every k from 1 to 64), and its time approaches the bandwidth bound N·β."""
+    from jaxcoll.families import build_schedule
+    from jaxcoll.model import MAX_CHAIN_PIECES, chain_pieces
+    gpu = jaxcoll.calibration("gpu")
+    for n, nbytes in ((8, 1 << 20), (8, 1 << 24), (16, 1 << 26), (3, 1 << 20)):
+        def seconds(k):
+            return jaxcoll.cost(build_schedule("broadcast", "chain", n, 0, k), nbytes,
+                                alpha=gpu.alpha, beta=gpu.beta).seconds
+        chosen = chain_pieces(n, nbytes, gpu)
+        best = min(range(1, MAX_CHAIN_PIECES + 1), key=seconds)
+        assert seconds(chosen) <= 1.01 * seconds(best), (n, nbytes, chosen, best)
+    k = chain_pieces(8, 1 << 30, gpu)
+    chain = jaxcoll.cost(build_schedule("broadcast", "chain", 8, 0, k), 1 << 30,
+                         alpha=gpu.alpha, beta=gpu.beta).seconds
+    assert chain < 1.3 * jaxcoll.bounds("broadcast", 8, 1 << 30, gpu).seconds

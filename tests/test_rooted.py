@@ -121,13 +121,18 @@ def test_pipeline_piece_rule():
         1, 1, 1, 2, 5, 8]
     assert build_schedule("broadcast", "tree", 8, 0, 3).n_chunks == 3
     assert build_schedule("broadcast", "binomial", 8, 0, 3).n_chunks == 1  # not pipelined
+    chain = build_schedule("broadcast", "chain", 8, 2, 5)
+    assert (chain.n_chunks, chain.n_rounds) == (5, 8 - 2 + 5)  # the pipeline fills, then drains
 
 
 @pytest.mark.parametrize("primitive, algorithm", [
-    ("broadcast", "tree"), ("reduce", "tree"), ("allreduce", "tree"), ("allreduce", "double_tree")])
+    ("broadcast", "tree"), ("reduce", "tree"), ("allreduce", "tree"), ("allreduce", "double_tree"),
+    ("broadcast", "chain"), ("reduce", "chain")])
 def test_pipelined_in_pieces_matches_reference(primitive, algorithm, monkeypatch):
-    """The public path with 3 pieces (as a message of 33..48 MiB would get), on small inputs."""
+    """The public path with 3 pieces (as a tree's message of 33..48 MiB would get, or a
+    chain's of about 1 MiB), on small inputs."""
     monkeypatch.setattr(collectives, "pipeline_pieces", lambda nbytes: 3)
+    monkeypatch.setattr(collectives, "chain_pieces", lambda n, nbytes: 3)
     n = 6
     kwargs = {} if primitive == "allreduce" else {"root": 4}
     fn = getattr(jaxcoll, primitive)

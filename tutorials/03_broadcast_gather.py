@@ -616,7 +616,28 @@ print(f"With gpu.json, scatter_allgather beats the binomial tree from about "
 for label, nbytes in (("1 KiB", 1 << 10), ("1 GiB", 1 << 30)):
     print(f"auto on 8 GPUs for {label}:", jaxcoll.choose("broadcast", 8, nbytes, gpu))
 assert jaxcoll.choose("broadcast", 8, 1 << 10, gpu) == "binomial"
-assert jaxcoll.choose("broadcast", 8, 1 << 30, gpu) == "scatter_allgather"
+assert jaxcoll.choose("broadcast", 8, 1 << 30, gpu) == "chain"
+
+# %% [markdown]
+# `auto` does not pick scatter_allgather at 1 GiB, though: it picks `chain`, the pipelined chain
+# NCCL uses for large broadcasts. The ranks form a line from the root, the message is cut into
+# k pieces, and every rank passes piece p on as soon as it has it: (n - 2 + k)(α + N/k·β),
+# which approaches the bandwidth bound N·β as k grows (jaxcoll takes the k that minimises it,
+# sqrt((n-2)·N·β/α), at most 64), where scatter_allgather stays at 1.75·N·β on 8 ranks. With
+# the model's own k:
+
+# %%
+from jaxcoll.model import chain_pieces
+
+for label, nbytes in (("1 MiB", 1 << 20), ("1 GiB", 1 << 30)):
+    k = chain_pieces(8, nbytes, gpu)
+    seconds = {a: jaxcoll.cost(jaxcoll.schedule("broadcast", a, 8, pieces=k if a == "chain" else 1),
+                               nbytes, alpha=gpu.alpha, beta=gpu.beta).seconds
+               for a in ("chain", "scatter_allgather")}
+    bound = jaxcoll.bounds("broadcast", 8, nbytes, gpu)
+    print(f"{label}: chain in {k} pieces {seconds['chain'] * 1e6:9.0f} µs, scatter_allgather "
+          f"{seconds['scatter_allgather'] * 1e6:9.0f} µs; the bandwidth bound N·β alone "
+          f"{bound.path_bytes * gpu.beta * 1e6:9.0f} µs")
 
 # %% [markdown]
 # The seed's other tip, "if you broadcast small data often, merge it into one big broadcast to

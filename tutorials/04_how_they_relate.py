@@ -835,13 +835,15 @@ TEXTBOOK = {
         "naive": ("(n-1)(α + Nβ)", (n - 1, n - 1, 0)),
         "tree": ("T(n)(α + Nβ)", (T, T, 0)),
         "binomial": ("K(α + Nβ)", (K, K, 0)),
-        "scatter_allgather": ("(K + n-1)α + 2(n-1)/n·Nβ", (K + n - 1, 2 * (n - 1) / n, 0))},
+        "scatter_allgather": ("(K + n-1)α + 2(n-1)/n·Nβ", (K + n - 1, 2 * (n - 1) / n, 0)),
+        "chain": ("(n-2+p)(α + N/p·β), p pieces (1 here)", (n - 1, n - 1, 0))},
     "reduce": {
         "naive": ("(n-1)(α + Nβ + Nγ)", (n - 1, n - 1, n - 1)),
         "tree": ("T(n)(α + Nβ + Nγ)", (T, T, T)),
         "binomial": ("K(α + Nβ + Nγ)", (K, K, K)),
         "reduce_scatter_gather": ("(n-1 + K)α + 2(n-1)/n·Nβ + (n-1)/n·Nγ",
-                                  (n - 1 + K, 2 * (n - 1) / n, (n - 1) / n))},
+                                  (n - 1 + K, 2 * (n - 1) / n, (n - 1) / n)),
+        "chain": ("(n-2+p)(α + N/p·(β + γ)), p pieces (1 here)", (n - 1, n - 1, n - 1))},
     "gather": {
         "naive": ("(n-1)α + (n-1)/n·Nβ", (n - 1, (n - 1) / n, 0)),
         "binomial": ("Kα + (n-1)/n·Nβ", (K, (n - 1) / n, 0))},

@@ -13,7 +13,7 @@ from functools import lru_cache
 from typing import Callable
 
 from ..schedules import Schedule
-from . import binomial, bruck, composite, hierarchical, naive, recursive, ring, tree, two_shot
+from . import binomial, bruck, chain, composite, hierarchical, naive, recursive, ring, tree, two_shot
 
 # Pipelined trees cut messages into pieces of about this size, at most MAX_PIECES. Each piece
 # costs the tree's rounds again in latency (α); on 8 fake CPU devices 1 MiB pieces made a 16 MiB
@@ -29,10 +29,12 @@ class Algorithm:
     pipelined: bool = False  # build(..., pieces=k)
     two_level: bool = False  # build((outer, inner)): needs a tuple axis of two names
     auto: bool = True  # auto considers it (two_shot and pairwise: only for compressed data)
+    model_pieces: bool = False  # pipelined in as many pieces as the model finds fastest
 
 
 _ROOTED = dict(rooted=True)
 _PIPELINED = dict(rooted=True, pipelined=True)
+_CHAIN = dict(rooted=True, pipelined=True, model_pieces=True)
 
 SCHEDULES: dict[str, dict[str, Algorithm]] = {
     "allreduce": {"ring": Algorithm(ring.allreduce), "naive": Algorithm(naive.allreduce),
@@ -60,12 +62,14 @@ SCHEDULES: dict[str, dict[str, Algorithm]] = {
                   "tree": Algorithm(tree.broadcast, **_PIPELINED),
                   "binomial": Algorithm(binomial.broadcast, **_ROOTED),
                   "scatter_allgather": Algorithm(composite.scatter_allgather_broadcast,
-                                                 **_ROOTED)},
+                                                 **_ROOTED),
+                  "chain": Algorithm(chain.broadcast, **_CHAIN)},
     "reduce": {"naive": Algorithm(naive.reduce, **_ROOTED),
                "tree": Algorithm(tree.reduce, **_PIPELINED),
                "binomial": Algorithm(binomial.reduce, **_ROOTED),
                "reduce_scatter_gather": Algorithm(composite.reduce_scatter_gather_reduce,
-                                                  **_ROOTED)},
+                                                  **_ROOTED),
+               "chain": Algorithm(chain.reduce, **_CHAIN)},
     "gather": {"naive": Algorithm(naive.gather, **_ROOTED),
                "binomial": Algorithm(binomial.gather, **_ROOTED)},
     "scatter": {"naive": Algorithm(naive.scatter, **_ROOTED),
