@@ -36,11 +36,11 @@ def test_set_calibration_is_used_for_its_backend():
 
 def test_ranking_follows_the_textbook():
     # Latency-bound: fewest messages win (binomial broadcast, recursive doubling allreduce,
-    # Bruck allgather); bandwidth-bound: the bandwidth-optimal ones (the pipelined chain
-    # broadcast, near N·β; ring allreduce, which moves halving_doubling's bytes in one message a
-    # round).
+    # Bruck allgather); bandwidth-bound: the bandwidth-optimal ones (scatter_allgather
+    # broadcast: auto leaves the chain out; ring allreduce, which moves halving_doubling's bytes
+    # in one message a round).
     assert jaxcoll.choose("broadcast", 8, 1024, LATENCY_BOUND) == "binomial"
-    assert jaxcoll.choose("broadcast", 8, 1 << 24, BANDWIDTH_BOUND) == "chain"
+    assert jaxcoll.choose("broadcast", 8, 1 << 24, BANDWIDTH_BOUND) == "scatter_allgather"
     assert jaxcoll.choose("allreduce", 8, 1024, LATENCY_BOUND) == "recursive_doubling"
     assert jaxcoll.choose("allreduce", 8, 1 << 24, BANDWIDTH_BOUND) in ("ring", "halving_doubling")
     assert jaxcoll.choose("allgather", 6, 1024, LATENCY_BOUND) == "bruck"
