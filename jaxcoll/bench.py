@@ -341,7 +341,8 @@ def run_compressed_point(op: str, size: int, algorithms: list[str], ranks: Ranks
     float32 inputs; #wrong counts the values outside the error bound (compression.py), error
     is the RMS error over the RMS of the exact (float64) result."""
     from .compression import error_bound, quantizations, sum_of_block_maxima
-    from .families import build_schedule, pipeline_pieces
+    from .families import build_schedule
+    from .model import pieces_for
 
     n = ranks.n
     count, elements, nbytes = layout(op, size, 4, n)
@@ -361,7 +362,7 @@ def run_compressed_point(op: str, size: int, algorithms: list[str], ranks: Ranks
             wrong[name] = 0
             continue
         chosen = choose(op, n, elements * 4, compress=compress) if name == "auto" else name
-        schedule = build_schedule(op, chosen, n, 0, pipeline_pieces(elements * 4))
+        schedule = build_schedule(op, chosen, n, 0, pieces_for(op, chosen, n, elements * 4))
         rows = {"allreduce": 1, "reduce_scatter": n, "allgather": n}[op]
         buffers = values.reshape(1, -1) if op == "allgather" else values
         total_max = sum_of_block_maxima(buffers, schedule.n_chunks, compress.block, rows)

@@ -34,10 +34,10 @@ from . import references
 from ._checks import (alltoall_dims, array_leaves, axis_size, check_choice, check_op_dtype,
                       check_root, check_two_level_axis, gather_dim, scatter_dim)
 from . import _compat
-from .families import SCHEDULES, build_schedule, pipeline_pieces, two_level
+from .families import SCHEDULES, build_schedule, two_level
 from .execute import in_sequence
 from .compression import Compress, compress_arg
-from .model import chain_pieces, choose
+from .model import choose, pieces_for
 from .primitives import collective
 from .schedules import Schedule
 
@@ -210,9 +210,8 @@ def _runner(primitive: str, algorithm: str, n: int, axis, op: str = "sum", root:
         nbytes = buf.size * buf.dtype.itemsize
         name = (choose(primitive, n, nbytes, compress=compress) if algorithm == "auto"
                 else algorithm)
-        count = (chain_pieces(n, nbytes) if SCHEDULES[primitive][name].model_pieces
-                 else pipeline_pieces(nbytes))
-        schedule = build_schedule(primitive, name, ranks, root, count)
+        schedule = build_schedule(primitive, name, ranks, root,
+                                  pieces_for(primitive, name, n, nbytes))
         return collective(schedule, buf, axis, combine, compress, feedback)
     return run
 

@@ -165,7 +165,7 @@ def chain_pieces(n: int, nbytes: float, calibration_: Calibration | None = None)
     return int(min(MAX_CHAIN_PIECES, max(1, round(best))))
 
 
-def pieces(primitive: str, algorithm: str, n: int, nbytes: float,
+def pieces_for(primitive: str, algorithm: str, n: int, nbytes: float,
            calibration_: Calibration | None = None) -> int:
     """The pieces ``algorithm`` runs ``nbytes`` in: the chain's from the model, the pipelined
     trees' from the size (``pipeline_pieces``), 1 for the others."""
@@ -180,8 +180,8 @@ def _priced(primitive: str, algorithm: str, n: int, nbytes: float,
     """The plain α-β-γ cost of ``algorithm`` on n ranks and ``nbytes`` (pipelined trees with
     their usual piece count), and its α part: what the per-algorithm factors multiply, the
     same when they are fitted (calibrate) and when they are applied (ranking)."""
-    schedule = build_schedule(primitive, algorithm, n, 0, pieces(primitive, algorithm, n, nbytes,
-                                                                 cal))
+    count = pieces_for(primitive, algorithm, n, nbytes, cal)
+    schedule = build_schedule(primitive, algorithm, n, 0, count)
     c = cost(schedule, nbytes, alpha=cal.alpha, beta=cal.beta, gamma=cal.gamma)
     return c, c.messages * cal.alpha
 
@@ -209,8 +209,8 @@ def ranking(primitive: str, n: int, nbytes: float, calibration_: Calibration | N
         seconds = latency * latency_part + bandwidth * (c.seconds - latency_part)
         costs.append((name, replace(c, seconds=seconds)))
         if compress is not None:
-            schedule = build_schedule(primitive, name, n, 0, pieces(primitive, name, n, nbytes,
-                                                                    cal))
+            count = pieces_for(primitive, name, n, nbytes, cal)
+            schedule = build_schedule(primitive, name, n, 0, count)
             settle = primitive in ("allreduce", "allgather")
             bounds[name] = error_bound(compress, quantizations(schedule, settle), n, 1.0)
     if bounds:
@@ -275,7 +275,8 @@ def explain(primitive: str, n: int, nbytes: float,
         latency, bandwidth = cal.factors(primitive, name)
         measured = (f"   (measured factors: α x{latency:g}, β γ x{bandwidth:g})"
                     if (latency, bandwidth) != (1.0, 1.0) else "")
-        schedule = build_schedule(primitive, name, n, 0, pieces(primitive, name, n, nbytes, cal))
+        count = pieces_for(primitive, name, n, nbytes, cal)
+        schedule = build_schedule(primitive, name, n, 0, count)
         path = cost(schedule, nbytes, alpha=0.0, beta=1.0).seconds
         gaps = (f"gap to the bounds: rounds x{schedule.n_rounds / bound.rounds:.2f}, "
                 f"bytes x{path / bound.path_bytes:.2f}" if bound.rounds else "")

@@ -24,7 +24,7 @@ from helpers import (AXIS, COUNTS, DTYPES, assert_same, count_permutes, exact_in
                      mesh, other_collectives, ours_vs_xla, per_rank)
 from jaxcoll.families import SCHEDULES, build_schedule, pipeline_pieces
 from jaxcoll.families.tree import heap_children
-from jaxcoll import collectives
+from jaxcoll import model
 from jaxcoll.execute import execute, in_sequence
 from jaxcoll.families import binomial
 
@@ -131,8 +131,8 @@ def test_pipeline_piece_rule():
 def test_pipelined_in_pieces_matches_reference(primitive, algorithm, monkeypatch):
     """The public path with 3 pieces (as a tree's message of 33..48 MiB would get, or a
     chain's of about 1 MiB), on small inputs."""
-    monkeypatch.setattr(collectives, "pipeline_pieces", lambda nbytes: 3)
-    monkeypatch.setattr(collectives, "chain_pieces", lambda n, nbytes: 3)
+    monkeypatch.setattr(model, "pipeline_pieces", lambda nbytes: 3)
+    monkeypatch.setattr(model, "chain_pieces", lambda n, nbytes, calibration_=None: 3)
     n = 6
     kwargs = {} if primitive == "allreduce" else {"root": 4}
     fn = getattr(jaxcoll, primitive)
