@@ -28,9 +28,9 @@ def _scales(amax, qmax: float):
     bits = lax.bitcast_convert_type(amax, jnp.int32)
     e = ((bits >> 23) & 0xFF) - 126  # amax = f·2^e, f in [0.5, 1) (normal amax)
     top = int(math.floor(math.log2(qmax))) + 1  # qmax < 2^top
-    k = jnp.clip(e - top, MIN_EXPONENT, 127)  # amax / 2^k = f·2^top in [2^(top-1), 2^top)
+    # amax / 2^k = f·2^top in [2^(top-1), 2^top); at least 2^-126 (a normal float) for tiny blocks
+    k = jnp.clip(e - top, MIN_EXPONENT, 127)
     k = jnp.where(amax * _power_of_two(-k) > qmax, k + 1, k)
-    k = jnp.maximum(k, MIN_EXPONENT)  # a normal float32 scale, even for tiny blocks
     finite = jnp.isfinite(amax)
     return jnp.where(finite, _power_of_two(k), jnp.nan), _power_of_two(-k)
 

@@ -9,6 +9,9 @@ and every sum, stay float32. The codecs:
   x ≈ q·s, q = round(x / s) in [-127, 127];
 - ``fp8``: the same blocks, q in float8 e4m3 (max 448).
 
+A block holding an infinity or a NaN decodes to NaNs (int8, fp8; bfloat16 keeps them): nothing
+non-finite turns silently into a finite value.
+
 Scales are powers of two (as the OCP MX formats' shared exponents): s = 2^k, the smallest with
 max|x| <= qmax·s, so max|x| / s is in (qmax/2, qmax]. Scaling is then exact, and encoding a
 decoded block gives back the same values: a value that arrives by copy is sent on without any

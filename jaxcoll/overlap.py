@@ -1,9 +1,10 @@
 """Collectives the caller's computation runs inside: each arriving block is handed to compute.
 
-A streaming schedule (stream.py: ring, bidirectional ring) is traced round by round, unrolled:
-in each round every rank sends on what it holds while computing on it, so XLA may run a round's
-``ppermute`` and the computation beside it at the same time, and no rank ever holds the
-gathered array (or its whole contribution to a reduce-scatter).
+A streaming schedule (stream.py: ring, bidirectional ring) is traced as its first round, then
+one ``fori_loop`` over the others: in each step every rank sends on what it holds while
+computing on it, so XLA may run a round's ``ppermute`` and the computation beside it at the
+same time, no step starts early, and no rank ever holds the gathered array (or its whole
+contribution to a reduce-scatter).
 
 - :func:`allgather_fold`: ``fn`` folded over every row block of the gathered array, as it
   arrives;

@@ -54,6 +54,22 @@ def test_codec_errs_within_a_unit_and_decoded_values_encode_to_themselves(kind):
     np.testing.assert_array_equal(again, got)
 
 
+def test_non_finite_blocks_decode_to_nan():
+    """An infinity or a NaN in a block turns the block into NaNs (int8, fp8), never into
+    finite values; bfloat16 keeps them as they are; the other blocks are untouched."""
+    chunks = np.ones((1, 2 * BLOCK), np.float32)
+    chunks[0, 3], chunks[0, BLOCK + 5] = np.inf, np.nan
+    for kind in ("int8", "fp8"):
+        got = np.asarray(codec.roundtrip(Compress(kind, BLOCK), jnp.asarray(chunks)))[0]
+        assert np.isnan(got).all(), kind
+    clean = np.ones((1, 2 * BLOCK), np.float32)
+    clean[0, :BLOCK] = np.inf
+    got = np.asarray(codec.roundtrip(Compress("int8", BLOCK), jnp.asarray(clean)))[0]
+    assert np.isnan(got[:BLOCK]).all() and (got[BLOCK:] == 1).all()
+    got = np.asarray(codec.roundtrip(Compress("bf16"), jnp.asarray(chunks)))[0]
+    assert got[3] == np.inf and np.isnan(got[BLOCK + 5]) and got[0] == 1
+
+
 def test_wire_bytes_and_types():
     """int8 with the default block carries at most 0.27x float32's bytes, scales included; the
     encoded arrays are int8 (int8, and fp8's bytes) or int16 (bfloat16's bits)."""
