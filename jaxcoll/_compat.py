@@ -110,6 +110,10 @@ class AxisPlan:
     def n_ranks(self) -> int:
         return len(self.permute_rank)
 
+    def pairs(self, perm) -> tuple:
+        """``perm``'s (src, dst) pairs, numbered as ppermute numbers the ranks."""
+        return tuple((self.permute_rank[src], self.permute_rank[dst]) for src, dst in perm)
+
 
 def axis_plan(axis) -> AxisPlan:
     """The :class:`AxisPlan` of ``axis`` (a name or a tuple of names) where it is bound now."""

@@ -102,8 +102,7 @@ def _run_segment(segment: Segment, carry, plan: AxisPlan, combine: Combine,
     senders = [_senders(m.perm, plan.n_ranks) for m in segment.matchings]
     perms = [matching.perm if plan.in_mesh else full_permutation(matching.perm, plan.n_ranks)
              for matching in segment.matchings]
-    perms = [tuple((plan.permute_rank[src], plan.permute_rank[dst]) for src, dst in perm)
-             for perm in perms]  # in the numbering ppermute uses (the mesh's order)
+    perms = [plan.pairs(perm) for perm in perms]  # numbered as ppermute does (the mesh's order)
 
     def reduce(old, got, sender_first):
         out = combine(old, got)

@@ -29,7 +29,7 @@ from jax.interpreters import ad, batching, mlir
 
 from . import _compat
 from ._checks import _describe, array_leaves, axis_size, check_choice
-from .execute import after
+from .execute import after, in_sequence
 from .stream import Stream, piece_bounds, stream, streaming_algorithms
 
 
@@ -87,18 +87,16 @@ def _varying(tree, plan):
 
 def _send_round(plan, pieces: list, hops, sizes) -> list:
     """One round: ``pieces[k]`` ppermuted along ``hops[k].perm`` (the schedule's rank numbers),
-    each after the one before where the runtime needs collectives in sequence; a piece with no
-    rows is not sent (None)."""
-    serial, last, arrived = _compat.serialize_collectives(), (), []
-    for piece, hop in zip(pieces, hops):
-        if sizes[hop.piece] == 0:
-            arrived.append(None)
-            continue
-        perm = tuple((plan.permute_rank[src], plan.permute_rank[dst]) for src, dst in hop.perm)
-        if serial:
-            piece = after(piece, last)
-        last = jax.tree.map(lambda a: lax.ppermute(a, plan.permute_axes, perm=perm), piece)
-        arrived.append(last)
+    one after another where the runtime needs it (``in_sequence``); a piece with no rows is not
+    sent (None)."""
+    live = [k for k, hop in enumerate(hops) if sizes[hop.piece]]
+
+    def send(piece, perm):
+        return jax.tree.map(lambda a: lax.ppermute(a, plan.permute_axes, perm=perm), piece)
+    sent = in_sequence(send, [pieces[k] for k in live], [plan.pairs(hops[k].perm) for k in live])
+    arrived = [None] * len(hops)
+    for k, got in zip(live, sent):
+        arrived[k] = got
     return arrived
 
 
