@@ -340,7 +340,7 @@ def run_compressed_point(op: str, size: int, algorithms: list[str], ranks: Ranks
     """Every algorithm of ``op`` compressed at ``size`` bytes beside the uncompressed xla: normal
     float32 inputs; #wrong counts the values outside the error bound (compression.py), error
     is the RMS error over the RMS of the exact (float64) result."""
-    from .compression import error_bound, quantizations, sum_of_block_maxima
+    from .compression import result_bound
     from .families import build_schedule
     from .model import pieces_for
 
@@ -363,12 +363,8 @@ def run_compressed_point(op: str, size: int, algorithms: list[str], ranks: Ranks
             continue
         chosen = choose(op, n, elements * 4, compress=compress) if name == "auto" else name
         schedule = build_schedule(op, chosen, n, 0, pieces_for(op, chosen, n, elements * 4))
-        rows = {"allreduce": 1, "reduce_scatter": n, "allgather": n}[op]
-        buffers = values.reshape(1, -1) if op == "allgather" else values
-        total_max = sum_of_block_maxima(buffers, schedule.n_chunks, compress.block, rows)
-        bound = error_bound(compress, quantizations(schedule, op != "reduce_scatter"), n,
-                            total_max.reshape(exact.shape[1:]) if op != "reduce_scatter"
-                            else total_max.reshape(n, count))
+        bound = result_bound(compress, schedule, values)  # flat, in the result's order
+        bound = bound.reshape(n, count) if op == "reduce_scatter" else bound
         wrong[name] = int(np.sum(error > bound))
     tick()
     times = time_alternating(programs, x, iters, warmup, tick)

@@ -154,3 +154,16 @@ def sum_of_block_maxima(x: np.ndarray, n_chunks: int, block: int, rows: int = 1)
     maxima = padded.reshape(ranks, rows, per_row, blocks, block).max(axis=4).sum(axis=0)
     per_value = np.repeat(maxima, block, axis=2)[..., :chunk]  # (rows, per_row, chunk)
     return per_value.reshape(rows, -1)[:, :width].reshape(-1)
+
+
+def result_bound(compress: Compress, schedule: Schedule, x: np.ndarray) -> np.ndarray:
+    """The error bound on every value of a compressed allreduce, reduce_scatter (tiled) or
+    allgather by ``schedule`` of ``x`` (ranks, values): each rank's input. Flat, in the
+    result's order: allreduce (values,); reduce_scatter (values,), rank r's block at
+    r·values/n; allgather (ranks·values,)."""
+    n, primitive = schedule.n_ranks, schedule.primitive
+    buffers = x.reshape(1, -1) if primitive == "allgather" else x  # gather: row r is rank r's
+    rows = 1 if primitive == "allreduce" else n
+    total_max = sum_of_block_maxima(buffers, schedule.n_chunks, compress.block, rows)
+    d = quantizations(schedule, primitive != "reduce_scatter")
+    return error_bound(compress, d, n, total_max)

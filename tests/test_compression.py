@@ -15,7 +15,7 @@ from jax.sharding import PartitionSpec as P
 
 import jaxcoll
 from jaxcoll import codec
-from jaxcoll.compression import Compress, error_bound, quantizations, sum_of_block_maxima
+from jaxcoll.compression import Compress, quantizations, result_bound
 from jaxcoll.families import SCHEDULES, build_schedule
 
 from helpers import AXIS, mesh
@@ -141,18 +141,14 @@ def test_errors_stay_within_the_bound(n):
     out = _run_designs(n, x)
     for (primitive, algorithm, kind), got in out.items():
         schedule = build_schedule(primitive, algorithm, n)
-        d = quantizations(schedule, primitive != "reduce_scatter")
         what = f"{primitive} {algorithm} {kind}"
+        bound = result_bound(Compress(kind, BLOCK), schedule, x)  # flat, the result's order
         if primitive == "allgather":  # each rank's x, quantized once at its source
             want = np.broadcast_to(x.reshape(1, -1), (n, n * size))
-            total_max = sum_of_block_maxima(x.reshape(1, -1), n, BLOCK, rows=n)  # row r: rank r
         else:
             want = np.broadcast_to(x.astype(np.float64).sum(axis=0), (n, size))
-            rows = n if primitive == "reduce_scatter" else 1
-            total_max = sum_of_block_maxima(x, schedule.n_chunks, BLOCK, rows)
         if primitive == "reduce_scatter":  # rank r holds chunk r of the sum
-            want, total_max = want[0].reshape(n, -1), total_max.reshape(n, -1)
-        bound = error_bound(Compress(kind, BLOCK), d, n, total_max)
+            want, bound = want[0].reshape(n, -1), bound.reshape(n, -1)
         error = np.abs(got.reshape(want.shape) - want)
         assert np.all(error <= bound), (what, float((error - bound).max()))
         if n > 1:  # and the bound is not vacuous: measured 0.06 to 0.93 of it
@@ -180,15 +176,8 @@ def test_every_algorithm_compresses_within_its_bound():
     for (primitive, algorithm), got in first.items():
         np.testing.assert_array_equal(second[primitive, algorithm], got)  # deterministic
         schedule = build_schedule(primitive, algorithm, n)
-        rows = 1 if primitive == "allreduce" else n
-        buffers = x.reshape(1, -1) if primitive == "allgather" else x
-        total_max = sum_of_block_maxima(buffers, schedule.n_chunks, 128, rows)
-        if primitive == "allgather":
-            want = x.reshape(-1)
-        else:
-            want = x.astype(np.float64).sum(axis=0)
-        d = quantizations(schedule, primitive != "reduce_scatter")
-        bound = error_bound(Compress("int8"), d, n, total_max)
+        bound = result_bound(Compress("int8"), schedule, x)
+        want = x.reshape(-1) if primitive == "allgather" else x.astype(np.float64).sum(axis=0)
         mine = got.reshape(n, -1)
         if primitive == "reduce_scatter":  # rank r: block r
             assert np.all(np.abs(mine.reshape(-1) - want) <= bound), algorithm
