@@ -12,6 +12,7 @@ from .pictures import draw
 from .schedules import Round, Schedule, Transfer
 from .symbolic import ScheduleError, verify
 from .timing import calibrate
+from .topology import Simulation, Topology, simulate
 
 __version__ = "0.1.0"
 
@@ -22,6 +23,7 @@ __all__ = [
     "calibration", "choose", "Cost", "cost", "draw", "explain", "gather", "matmul_reduce_scatter",
     "reduce", "reduce_scatter", "reduce_scatter_from", "ring_allgather", "ring_allreduce",
     "ring_reduce_scatter", "Round",
-    "scatter", "Schedule", "schedule", "ScheduleError", "set_calibration", "Transfer",
+    "scatter", "Schedule", "schedule", "ScheduleError", "set_calibration", "Simulation",
+    "simulate", "Topology", "Transfer",
     "tree_allreduce", "tree_broadcast", "verify",
 ]

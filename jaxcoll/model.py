@@ -20,6 +20,7 @@ from .compression import Compress, error_bound, quantizations
 from .families import SCHEDULES, build_schedule, pipeline_pieces
 from .records import RECORDS
 from .schedules import Schedule, split_round
+from .topology import Topology, chunk_bytes, simulate
 
 
 @dataclass(frozen=True)
@@ -47,9 +48,7 @@ def cost(schedule: Schedule, nbytes: float, *, alpha: float, beta: float,
     reduce; the input for reduce_scatter, scatter and alltoall; the output for allgather and
     gather.
     """
-    # alltoall's 2n chunks hold its input twice (records.py): n chunks of data
-    twice = schedule.primitive and RECORDS[schedule.primitive].schedule_blocks == "2n"
-    chunk = nbytes / (schedule.n_chunks // 2 if twice else schedule.n_chunks)
+    chunk = chunk_bytes(schedule, nbytes)
     seconds, messages = 0.0, 0
     sent, reduced = Counter(), Counter()
     for round_ in schedule.rounds:
@@ -154,40 +153,87 @@ def schedule_bytes(primitive: str, input_bytes: int, n: int) -> int:
 
 # ----------------------------------------------------------------------------- choosing
 
-MAX_CHAIN_PIECES = 64  # a chain's rounds (n - 2 + pieces) stay a few dozen
+MAX_CHAIN_PIECES = 64  # a pipelined schedule's rounds (a few per piece) stay a few hundred
 
 
 def chain_pieces(n: int, nbytes: float, calibration_: Calibration | None = None) -> int:
     """The pieces a pipelined chain cuts ``nbytes`` into on n ranks: sqrt((n-2)·N·β/α), the
     minimum of (n - 2 + k)(α + N/k·β), between 1 and MAX_CHAIN_PIECES."""
+    return model_pieces("broadcast", "chain", n, nbytes, calibration_)
+
+
+def model_pieces(primitive: str, algorithm: str, n: int, nbytes: float,
+                 calibration_: Calibration | None = None) -> int:
+    """The pieces the model finds fastest for a pipelined ``algorithm``: with k pieces it runs
+    F + c·k rounds (F and c read off its schedules for 1 and 2 pieces) of α + N/k·β each, whose
+    minimum is at k = sqrt(F·N·β / (c·α)); between 1 and MAX_CHAIN_PIECES."""
     cal = calibration_ or calibration()
-    best = np.sqrt(max(n - 2, 0) * nbytes * cal.beta / cal.alpha) if cal.alpha > 0 else 1.0
+    one, two = (build_schedule(primitive, algorithm, n, 0, k).n_rounds for k in (1, 2))
+    per_piece = max(two - one, 1)
+    fixed = max(one - per_piece, 0)
+    best = np.sqrt(fixed * nbytes * cal.beta / (per_piece * cal.alpha)) if cal.alpha > 0 else 1.0
     return int(min(MAX_CHAIN_PIECES, max(1, round(best))))
 
 
 def pieces_for(primitive: str, algorithm: str, n: int, nbytes: float,
-           calibration_: Calibration | None = None) -> int:
-    """The pieces ``algorithm`` runs ``nbytes`` in: the chain's from the model, the pipelined
-    trees' from the size (``pipeline_pieces``), 1 for the others."""
+               calibration_: Calibration | None = None, by_model: bool = False) -> int:
+    """The pieces ``algorithm`` runs ``nbytes`` in: the chain's (every pipelined one's if
+    ``by_model``) from the model (:func:`model_pieces`), the pipelined trees' from the size
+    (``pipeline_pieces``: on fake CPU devices more pieces measured slower), 1 for the others."""
     entry = SCHEDULES[primitive][algorithm]
-    if entry.model_pieces:
-        return chain_pieces(n, nbytes, calibration_)
+    if entry.model_pieces or (by_model and entry.pipelined):
+        return model_pieces(primitive, algorithm, n, nbytes, calibration_)
     return pipeline_pieces(int(nbytes)) if entry.pipelined else 1
 
 
-def _priced(primitive: str, algorithm: str, n: int, nbytes: float,
-            cal: Calibration) -> tuple[Cost, float]:
+def _priced(primitive: str, algorithm: str, n: int, nbytes: float, cal: Calibration,
+            topology: Topology | None = None) -> tuple[Cost, float]:
     """The plain α-β-γ cost of ``algorithm`` on n ranks and ``nbytes`` (pipelined trees with
     their usual piece count), and its α part: what the per-algorithm factors multiply, the
-    same when they are fitted (calibrate) and when they are applied (ranking)."""
-    count = pieces_for(primitive, algorithm, n, nbytes, cal)
-    schedule = build_schedule(primitive, algorithm, n, 0, count)
-    c = cost(schedule, nbytes, alpha=cal.alpha, beta=cal.beta, gamma=cal.gamma)
-    return c, c.messages * cal.alpha
+    same when they are fitted (calibrate) and when they are applied (ranking). On a
+    ``topology``: its time is :func:`~jaxcoll.topology.simulate`'s, and the α part 0."""
+    schedule = _schedule_for(primitive, algorithm, n, nbytes, cal, topology)
+    if topology is None:
+        c = cost(schedule, nbytes, alpha=cal.alpha, beta=cal.beta, gamma=cal.gamma)
+        return c, c.messages * cal.alpha
+    counts = cost(schedule, nbytes, alpha=0.0, beta=0.0)
+    return replace(counts, seconds=simulate(schedule, nbytes, topology).seconds,
+                   alpha=float(topology.alpha.min()), beta=float(topology.beta.max()),
+                   gamma=topology.gamma), 0.0
+
+
+def _schedule_for(primitive: str, algorithm: str, n: int, nbytes: float, cal: Calibration,
+                  topology: Topology | None = None) -> Schedule:
+    """The schedule ``auto`` would run: its usual pieces (on a topology, every pipelined one's
+    from the model); a two-level one on the topology's nodes x GPUs."""
+    entry = SCHEDULES[primitive][algorithm]
+    if entry.two_level:
+        return build_schedule(primitive, algorithm, (n // topology.gpus_per_node,
+                                                     topology.gpus_per_node))
+    if topology is None:
+        count = pieces_for(primitive, algorithm, n, nbytes, cal)
+    else:
+        count = pieces_for(primitive, algorithm, n, nbytes, _on_links(topology), by_model=True)
+    return build_schedule(primitive, algorithm, n, 0, count)
+
+
+def _on_links(topology: Topology) -> Calibration:
+    """α of the cheapest message and β of the slowest link: what a chain's pieces are cut
+    for on ``topology``."""
+    return Calibration(float(_cheapest_message(topology)), float(topology.beta.max()),
+                       topology.gamma, "topology", topology.name)
+
+
+def _cheapest_message(topology: Topology) -> float:
+    """The least α any message from rank 0 pays on ``topology``."""
+    others = np.arange(1, topology.n)
+    route = topology.routes(np.zeros_like(others), others)
+    return float(np.where(route >= 0, topology.alpha[route], 0.0).sum(axis=1).min(initial=np.inf)) if len(others) else 0.0
 
 
 def ranking(primitive: str, n: int, nbytes: float, calibration_: Calibration | None = None,
-            compress: Compress | None = None) -> list[tuple[str, Cost]]:
+            compress: Compress | None = None,
+            topology: Topology | None = None) -> list[tuple[str, Cost]]:
     """Every algorithm of ``primitive`` with its predicted cost on n ranks for a buffer of
     ``nbytes`` per rank, cheapest first (pipelined trees with their usual piece count; the
     calibration's per-algorithm factors applied, where it has them). Two-level algorithms
@@ -196,21 +242,23 @@ def ranking(primitive: str, n: int, nbytes: float, calibration_: Calibration | N
     ``compress``: priced on the encoded bytes, and only the algorithms whose error bound
     (compression.py) is within 1.5x of the smallest are ranked, two_shot and pairwise among
     them (without compression ``auto`` leaves those two out: they are the ring's bytes in the
-    same number of rounds, with no calibration of their own)."""
+    same number of rounds, with no calibration of their own).
+
+    ``topology``: the answer on paper for those links (:func:`~jaxcoll.topology.simulate`,
+    every round's transfers at once): every algorithm is ranked, two-level ones on the
+    topology's nodes, and no per-algorithm factor applies (they measure a runtime)."""
     cal = calibration_ or calibration()
     wire = 1.0 if compress is None else compress.wire_bytes(1 << 20) / (4 << 20)
     costs, bounds = [], {}
     for name in sorted(SCHEDULES[primitive]):
-        entry = SCHEDULES[primitive][name]
-        if entry.two_level or (compress is None and not entry.auto):
+        if not _ranked(SCHEDULES[primitive][name], compress, topology):
             continue
-        c, latency_part = _priced(primitive, name, n, nbytes * wire, cal)
-        latency, bandwidth = cal.factors(primitive, name)
+        c, latency_part = _priced(primitive, name, n, nbytes * wire, cal, topology)
+        latency, bandwidth = (1.0, 1.0) if topology else cal.factors(primitive, name)
         seconds = latency * latency_part + bandwidth * (c.seconds - latency_part)
         costs.append((name, replace(c, seconds=seconds)))
         if compress is not None:
-            count = pieces_for(primitive, name, n, nbytes, cal)
-            schedule = build_schedule(primitive, name, n, 0, count)
+            schedule = _schedule_for(primitive, name, n, nbytes, cal, topology)
             settle = primitive in ("allreduce", "allgather")
             bounds[name] = error_bound(compress, quantizations(schedule, settle), n, 1.0)
     if bounds:
@@ -218,68 +266,116 @@ def ranking(primitive: str, n: int, nbytes: float, calibration_: Calibration | N
     return sorted(costs, key=lambda item: item[1].seconds)
 
 
+def _ranked(entry, compress: Compress | None, topology: Topology | None) -> bool:
+    """Whether :func:`ranking` prices this algorithm (see there)."""
+    if entry.two_level:
+        return bool(topology and topology.gpus_per_node and topology.n > topology.gpus_per_node)
+    return entry.auto or compress is not None or topology is not None
+
+
 def choose(primitive: str, n: int, nbytes: float, calibration_: Calibration | None = None,
-           compress: Compress | None = None) -> str:
+           compress: Compress | None = None, topology: Topology | None = None) -> str:
     """The algorithm ``auto`` runs: the cheapest by the model with the current calibration
-    (compressed: among those with the smallest error bounds)."""
-    return ranking(primitive, n, nbytes, calibration_, compress)[0][0]
+    (compressed: among those with the smallest error bounds; on a ``topology``: on paper)."""
+    return ranking(primitive, n, nbytes, calibration_, compress, topology)[0][0]
 
 
 @dataclass(frozen=True)
 class Bounds:
     """What no algorithm of a primitive can beat on n ranks, in the model's terms: ``rounds``
     of messages one after another (latency), and the bytes sent and reduced one after another
-    on the critical path (bandwidth: :func:`cost` with β = 1, or γ = 1, alone)."""
+    on the critical path (bandwidth: :func:`cost` with β = 1, or γ = 1, alone). On a topology,
+    ``limit`` names what the bandwidth bound is set by (a rank's ports, or a node's NICs)."""
 
     rounds: int
-    path_bytes: float  # sent one after another: the β coefficient
+    path_bytes: float  # sent one after another: the β coefficient (bytes through the limit)
     path_reduced: float  # reduced one after another: the γ coefficient
-    seconds: float  # rounds·α + path_bytes·β + path_reduced·γ
+    seconds: float  # latency_seconds + bandwidth_seconds + path_reduced·γ
+    latency_seconds: float = 0.0
+    bandwidth_seconds: float = 0.0
+    limit: str = "a rank's port"
 
 
-def bounds(primitive: str, n: int, nbytes: float,
-           calibration_: Calibration | None = None) -> Bounds:
+def _must_send(primitive: str, n: int, nbytes: float) -> float:
+    """Bytes some rank must send (or the root send or receive) when n ranks hold ``nbytes``:
+    (n-1)/n·N for reduce_scatter, allgather, alltoall, gather and scatter; 2(n-1)/n·N for
+    allreduce (Patarasuk and Yuan, 2009); N for broadcast and reduce."""
+    share = (n - 1) / n * nbytes
+    return {"allreduce": 2 * share, "broadcast": nbytes, "reduce": nbytes}.get(primitive, share)
+
+
+def bounds(primitive: str, n: int, nbytes: float, calibration_: Calibration | None = None,
+           topology: Topology | None = None) -> Bounds:
     """The latency and bandwidth lower bounds of ``primitive`` on n ranks for ``nbytes`` per
-    rank (as :func:`cost` counts them), priced with the calibration.
+    rank (as :func:`cost` counts them), priced with the calibration, or on ``topology``.
 
     Rounds: ceil(log2 n): the ranks that hold a value, or have contributed to one, at most
-    double per round. Bytes on the critical path, for a rank with one port: (n-1)/n·N for
-    reduce_scatter, allgather, alltoall, gather and scatter (a rank's n-1 other blocks leave it,
-    or the root's arrive); 2(n-1)/n·N for allreduce (Patarasuk and Yuan, 2009); N for
-    broadcast and reduce (the root's port carries the whole message). Bytes reduced: (n-1)/n·N
+    double per round. Bytes: what a rank must send (:func:`_must_send`), through one port at
+    β; on a topology through all of rank 0's ports at once, and, across nodes, what a node
+    must send (the same rule with n = nodes) through all of its NICs. Bytes reduced: (n-1)/n·N
     for the reducing ones (the n-1 other contributions to a rank's 1/n share).
     """
     cal = calibration_ or calibration()
     if n <= 1:
         return Bounds(0, 0.0, 0.0, 0.0)
     rounds = int(np.ceil(np.log2(n)))
-    share = (n - 1) / n * nbytes
-    path = {"allreduce": 2 * share, "broadcast": nbytes, "reduce": nbytes}.get(primitive, share)
-    reduced = share if RECORDS[primitive].reduces else 0.0
-    return Bounds(rounds, path, reduced, rounds * cal.alpha + path * cal.beta + reduced * cal.gamma)
+    path = _must_send(primitive, n, nbytes)
+    reduced = (n - 1) / n * nbytes if RECORDS[primitive].reduces else 0.0
+    if topology is None:
+        latency, bandwidth, limit, gamma = rounds * cal.alpha, path * cal.beta, "a rank's port", cal.gamma
+    else:
+        latency = rounds * _cheapest_message(topology)
+        bandwidth, limit, path = _bandwidth_bound(primitive, nbytes, topology)
+        gamma = topology.gamma
+    return Bounds(rounds, path, reduced, latency + bandwidth + reduced * gamma,
+                  latency, bandwidth, limit)
 
 
-def explain(primitive: str, n: int, nbytes: float,
-            calibration_: Calibration | None = None) -> list[tuple[str, Cost]]:
-    """Print the ranking ``auto`` chooses from, with predicted times and each algorithm's gap to
-    the lower bounds (:func:`bounds`); return it."""
+def _bandwidth_bound(primitive: str, nbytes: float, topology: Topology):
+    """(seconds, what sets them, bytes through it): the slower of rank 0's ports and, on a
+    topology of nodes, node 0's NICs."""
+    ports = topology.first_links(0)
+    sent = _must_send(primitive, topology.n, nbytes)
+    best = (sent / np.sum(1 / topology.beta[ports]), f"rank 0's {len(ports)} port link(s)", sent)
+    if topology.node_of is not None and topology.node_of.max() > 0:
+        n_nodes = int(topology.node_of.max()) + 1
+        inside = np.flatnonzero(topology.node_of == 0)
+        outside = np.flatnonzero(topology.node_of == 1)[0]
+        nics = np.unique(topology.routes(inside, np.full_like(inside, outside))[:, 0])
+        node_sent = _must_send(primitive, n_nodes, nbytes)
+        across = node_sent / np.sum(1 / topology.beta[nics])
+        if across > best[0]:
+            best = (across, f"node 0's {len(nics)} NIC(s)", node_sent)
+    return best
+
+
+def explain(primitive: str, n: int, nbytes: float, calibration_: Calibration | None = None,
+            topology: Topology | None = None) -> list[tuple[str, Cost]]:
+    """Print the ranking ``auto`` chooses from (or, on ``topology``, every algorithm on paper),
+    with predicted times and each algorithm's gap to the lower bounds (:func:`bounds`);
+    return it."""
     cal = calibration_ or calibration()
-    ranked = ranking(primitive, n, nbytes, cal)
+    ranked = ranking(primitive, n, nbytes, cal, topology=topology)
     best = ranked[0][1].seconds or 1e-30
-    bound = bounds(primitive, n, nbytes, cal)
-    print(f"{primitive}, n={n}, {nbytes:.0f} bytes per rank; α={cal.alpha:.3g} s, "
-          f"β={cal.beta:.3g} s/B, γ={cal.gamma:.3g} s/B ({cal.backend}: {cal.source}); "
-          f"lower bounds: {bound.rounds} rounds, {bound.path_bytes:.0f} B on the critical "
-          f"path, {bound.seconds * 1e6:.1f} µs")
+    bound = bounds(primitive, n, nbytes, cal, topology)
+    where = (f"on {topology.name} ({topology.assumptions})" if topology else
+             f"α={cal.alpha:.3g} s, β={cal.beta:.3g} s/B, γ={cal.gamma:.3g} s/B "
+             f"({cal.backend}: {cal.source})")
+    print(f"{primitive}, n={n}, {nbytes:.0f} bytes per rank; {where}; lower bounds: "
+          f"{bound.rounds} rounds, {bound.path_bytes:.0f} B through {bound.limit}, "
+          f"{bound.seconds * 1e6:.1f} µs")
     for name, c in ranked:
-        latency, bandwidth = cal.factors(primitive, name)
+        latency, bandwidth = (1.0, 1.0) if topology else cal.factors(primitive, name)
         measured = (f"   (measured factors: α x{latency:g}, β γ x{bandwidth:g})"
                     if (latency, bandwidth) != (1.0, 1.0) else "")
-        count = pieces_for(primitive, name, n, nbytes, cal)
-        schedule = build_schedule(primitive, name, n, 0, count)
-        path = cost(schedule, nbytes, alpha=0.0, beta=1.0).seconds
-        gaps = (f"gap to the bounds: rounds x{schedule.n_rounds / bound.rounds:.2f}, "
-                f"bytes x{path / bound.path_bytes:.2f}" if bound.rounds else "")
+        schedule = _schedule_for(primitive, name, n, nbytes, cal, topology)
+        if topology is None:
+            path = cost(schedule, nbytes, alpha=0.0, beta=1.0).seconds
+            gap = f"bytes x{path / bound.path_bytes:.2f}"
+        else:
+            gap = f"time x{c.seconds / bound.seconds:.2f}"
+        gaps = (f"gap to the bounds: rounds x{schedule.n_rounds / bound.rounds:.2f}, {gap}"
+                if bound.rounds else "")
         print(f"  {name:<22} {c.seconds * 1e6:12.1f} µs  x{c.seconds / best:7.2f}   "
               f"{c.messages} messages, {c.bytes_sent:.0f} B sent, "
               f"{c.bytes_reduced:.0f} B reduced; {gaps}{measured}")

@@ -1,0 +1,278 @@
+"""Links in the model: a topology of directed links, each with its own α and β, ranks placed on
+them, and :func:`simulate`, which prices a schedule on it round by round. No JAX in here.
+
+A transfer from ``src`` to ``dst`` follows a route, a list of links. In a round it takes
+
+    α of its route (the sum of its links' α)
+    + the most any of its links is busy that round: (bytes on the link) · β_link
+    + (bytes its receiver reduces that round) · γ,
+
+so links shared by several transfers of a round split their bandwidth, and transfers on
+disjoint links run at the same time (full duplex = two links, one each way). A round lasts as
+long as its slowest transfer; rounds run one after another, as the schedule's lock-step does.
+
+``concurrent=False`` prices a round as jaxcoll's executor runs it: one ``ppermute`` per matching
+(:func:`~jaxcoll.schedules.split_round`), one after another. On a :func:`switch` no transfer of
+a matching shares a link, so that is exactly :func:`jaxcoll.cost` (tested for every schedule).
+
+Presets: :func:`switch` (every rank one full-duplex port into a non-blocking switch, as on
+NVSwitch), :func:`ring` and :func:`torus` (links to neighbours only, shortest-way routing,
+dimension by dimension), :func:`nodes` (GPUs on a switch inside each node, NICs between nodes).
+"""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from .schedules import Schedule, split_round
+
+Routes = Callable[[np.ndarray, np.ndarray], np.ndarray]  # (t,) src, (t,) dst -> (t, hops), -1 pad
+
+
+@dataclass(frozen=True, eq=False)
+class Topology:
+    """``n`` ranks on directed links; ``routes(src, dst)`` gives the links each transfer uses."""
+
+    name: str
+    n: int
+    link_names: tuple[str, ...]
+    alpha: np.ndarray  # (links,) seconds a message pays on the link
+    beta: np.ndarray  # (links,) seconds per byte
+    routes: Routes
+    gamma: float = 0.0  # seconds per byte reduced
+    node_of: np.ndarray | None = None  # (n,) each rank's node: the cut the NICs cross
+    gpus_per_node: int = 0  # > 0: channels rotate each node's ranks (see simulate)
+    assumptions: str = ""
+
+    def route(self, src: int, dst: int) -> list[str]:
+        """The names of the links a transfer from ``src`` to ``dst`` crosses."""
+        hops = self.routes(np.array([src]), np.array([dst]))[0]
+        return [self.link_names[link] for link in hops if link >= 0]
+
+    def first_links(self, rank: int) -> np.ndarray:
+        """The links a rank's messages can leave it by (its ports)."""
+        others = np.array([r for r in range(self.n) if r != rank])
+        return np.unique(self.routes(np.full_like(others, rank), others)[:, 0])
+
+    def channel_ranks(self, channel: int) -> np.ndarray:
+        """(n,) where channel ``channel`` puts each of the schedule's ranks: on :func:`nodes`,
+        each node's GPUs rotated by the channel (so its rings leave a node by other NICs, as
+        NCCL's channels do); elsewhere the same ranks."""
+        ranks = np.arange(self.n)
+        if not self.gpus_per_node:
+            return ranks
+        g = self.gpus_per_node
+        return ranks // g * g + (ranks % g + channel) % g
+
+
+@dataclass(frozen=True, eq=False)
+class Simulation:
+    """A schedule priced on a topology: the total, and per round its time, its busiest link
+    and every link's bytes."""
+
+    seconds: float
+    round_seconds: np.ndarray  # (rounds,)
+    busiest_link: np.ndarray  # (rounds,) the link whose bytes·β was largest that round
+    loads: tuple[np.ndarray, np.ndarray, np.ndarray] = field(repr=False)  # round, link, bytes
+    topology: Topology = field(repr=False)
+
+    def link_bytes(self) -> np.ndarray:
+        """(links,) bytes each link carries over the whole run."""
+        _, link, nbytes = self.loads
+        return np.bincount(link, weights=nbytes, minlength=len(self.topology.link_names))
+
+    def round_links(self, round_index: int) -> dict[str, float]:
+        """The links busy in one round, with their bytes."""
+        rounds, link, nbytes = self.loads
+        chosen = rounds == round_index
+        return {self.topology.link_names[k]: float(b) for k, b in zip(link[chosen], nbytes[chosen])}
+
+    def __str__(self) -> str:
+        if not len(self.round_seconds):
+            return "0 µs: no rounds"
+        slowest = int(np.argmax(self.round_seconds))
+        busiest = self.topology.link_names[self.busiest_link[slowest]]
+        return (f"{self.seconds * 1e6:.1f} µs over {len(self.round_seconds)} rounds on "
+                f"{self.topology.name}; slowest round {slowest} "
+                f"({self.round_seconds[slowest] * 1e6:.1f} µs, busiest link {busiest})")
+
+
+# ----------------------------------------------------------------------------- simulating
+
+def chunk_bytes(schedule: Schedule, nbytes: float) -> float:
+    """Bytes in one of the schedule's chunks when a rank's buffer is ``nbytes`` (alltoall's
+    2n chunks hold its input twice: n chunks of data)."""
+    from .records import RECORDS
+    twice = schedule.primitive and RECORDS[schedule.primitive].schedule_blocks == "2n"
+    return nbytes / (schedule.n_chunks // 2 if twice else schedule.n_chunks)
+
+
+_PHASES: dict[tuple[int, bool], tuple] = {}  # (id(schedule), concurrent) -> (weakref, phases)
+
+
+def _phases(schedule: Schedule, concurrent: bool) -> list[tuple[np.ndarray, ...]]:
+    """Per round (or per matching), arrays (src, dst, chunk count, reduce) of its transfers;
+    cached per schedule object (a 1024-rank ring has two million transfers)."""
+    key = (id(schedule), concurrent)
+    cached = _PHASES.get(key)
+    if cached is not None and cached[0]() is schedule:
+        return cached[1]
+    groups = ([list(r) for r in schedule.rounds] if concurrent else
+              [m for r in schedule.rounds for m in split_round(r)])
+    phases = [tuple(np.array(column, dtype=kind) for column, kind in
+                    zip(zip(*[(t.src, t.dst, len(t.chunks), t.reduce) for t in group]),
+                        (np.int64, np.int64, np.float64, bool)))
+              for group in groups if group]
+    if len(_PHASES) > 64:
+        _PHASES.clear()
+    _PHASES[key] = (weakref.ref(schedule), phases)
+    return phases
+
+
+def simulate(schedule: Schedule, nbytes: float, topology: Topology, *,
+             concurrent: bool = True, channels: int = 1, gamma: float | None = None) -> Simulation:
+    """Predicted time of ``schedule`` on ``topology`` for a buffer of ``nbytes`` per rank (as
+    :func:`jaxcoll.cost` counts it), round by round, with contention on shared links.
+
+    ``concurrent``: every transfer of a round at once (what one fused kernel can do); False:
+    one matching after another (what jaxcoll's executor does: one ``ppermute`` each).
+    ``channels``: run the schedule ``channels`` times at once on ``nbytes / channels`` each,
+    channel c on :meth:`Topology.channel_ranks` (c), as NCCL splits a collective over rings.
+    """
+    if schedule.n_ranks != topology.n:
+        raise ValueError(f"simulate: the schedule has {schedule.n_ranks} ranks, the topology "
+                         f"{topology.name!r} {topology.n}")
+    if channels < 1:
+        raise ValueError(f"simulate: channels={channels!r}, must be >= 1")
+    gamma = topology.gamma if gamma is None else gamma
+    chunk = chunk_bytes(schedule, nbytes) / channels
+    placements = [topology.channel_ranks(c) for c in range(channels)]
+    times, busiest, loads = [], [], []
+    for index, (src, dst, count, reduce) in enumerate(_phases(schedule, concurrent)):
+        src = np.concatenate([place[src] for place in placements])
+        dst = np.concatenate([place[dst] for place in placements])
+        sent = np.tile(count * chunk, channels)  # (t,) bytes of each transfer
+        reduce = np.tile(reduce, channels)
+        route = topology.routes(src, dst)  # (t, hops), -1 past a route's end
+        on = route >= 0
+        load = np.bincount(route[on], weights=np.broadcast_to(sent[:, None], route.shape)[on],
+                           minlength=len(topology.link_names))  # (links,)
+        busy = load * topology.beta  # (links,) seconds each link needs this round
+        reduced = np.bincount(dst, weights=reduce * sent, minlength=topology.n)  # (n,) by dst
+        took = (np.where(on, busy[route], 0.0).max(axis=1)
+                + np.where(on, topology.alpha[route], 0.0).sum(axis=1) + reduced[dst] * gamma)
+        times.append(took.max())
+        busiest.append(int(np.argmax(busy)))
+        used = np.flatnonzero(load)
+        loads.append((np.full(len(used), index), used, load[used]))
+    rounds, links, carried = ([np.concatenate(parts) for parts in zip(*loads)] if loads
+                              else [np.zeros(0, int), np.zeros(0, int), np.zeros(0)])
+    return Simulation(float(np.sum(times)), np.array(times), np.array(busiest, dtype=int),
+                      (rounds, links, carried), topology)
+
+
+# ----------------------------------------------------------------------------- presets
+
+def _along_ring(start: np.ndarray, stop: np.ndarray, size: int, both_ways: bool = True):
+    """The shortest way round a ring of ``size``: (positions left, direction +1/-1, hops),
+    positions (t, most hops) of the link-owning rank at each hop, -1 past the end."""
+    ahead = (stop - start) % size
+    forward = ahead <= size - ahead if both_ways else np.ones_like(ahead, dtype=bool)
+    hops = np.where(forward, ahead, (size - ahead) % size)
+    step = np.where(forward, 1, -1)
+    k = np.arange(max(int(hops.max(initial=0)), 1))
+    positions = (start[:, None] + step[:, None] * k[None, :]) % size  # (t, most hops)
+    return np.where(k[None, :] < hops[:, None], positions, -1), step, hops
+
+
+def switch(n: int, *, alpha: float, beta: float, gamma: float = 0.0,
+           name: str = "switch") -> Topology:
+    """Every rank one full-duplex port (an up link and a down link) into a non-blocking switch;
+    a message pays α in all (α/2 on each of its two links) and β per byte."""
+    names = tuple(f"{r}->switch" for r in range(n)) + tuple(f"switch->{r}" for r in range(n))
+    return Topology(name, n, names, np.full(2 * n, alpha / 2), np.full(2 * n, float(beta)),
+                    lambda src, dst: np.stack([src, n + dst], axis=1), gamma,
+                    assumptions=f"{n} ranks, one full-duplex port each into a non-blocking "
+                                f"switch; α={alpha:.3g} s per message, {1 / beta / 1e9:.4g} GB/s "
+                                "each way per port")
+
+
+def ring(n: int, *, alpha: float, beta: float, gamma: float = 0.0,
+         bidirectional: bool = True) -> Topology:
+    """Ranks on a ring of links to their neighbours (both ways if ``bidirectional``), messages
+    routed the shorter way round, α per hop."""
+    names = tuple(f"{r}->{(r + 1) % n}" for r in range(n)) + \
+        tuple(f"{r}->{(r - 1) % n}" for r in range(n))
+
+    def routes(src, dst):
+        positions, step, _ = _along_ring(src, dst, n, bidirectional)
+        return np.where(positions >= 0, positions + np.where(step < 0, n, 0)[:, None], -1)
+
+    kind = "full-duplex" if bidirectional else "one-way"
+    return Topology(f"ring of {n}", n, names, np.full(2 * n, float(alpha)),
+                    np.full(2 * n, float(beta)), routes, gamma,
+                    assumptions=f"{n} ranks on a {kind} ring; α={alpha:.3g} s per hop, "
+                                f"{1 / beta / 1e9:.4g} GB/s per link each way")
+
+
+def torus(rows: int, cols: int, *, alpha: float, beta: float, gamma: float = 0.0) -> Topology:
+    """A rows x cols torus (rank = row·cols + col), full-duplex links to the four neighbours;
+    messages go along the row first, then the column, the shorter way each, α per hop."""
+    n = rows * cols
+    names = tuple(f"{r}->{d}" for r in range(n) for d in ("east", "west", "south", "north"))
+
+    def routes(src, dst):
+        row, col = src // cols, src % cols
+        along_row, step_col, _ = _along_ring(col, dst % cols, cols)
+        along_col, step_row, _ = _along_ring(row, dst // cols, rows)
+        east_west = np.where(along_row >= 0, 4 * (row[:, None] * cols + along_row)
+                             + np.where(step_col > 0, 0, 1)[:, None], -1)
+        north_south = np.where(along_col >= 0, 4 * (along_col * cols + (dst % cols)[:, None])
+                               + np.where(step_row > 0, 2, 3)[:, None], -1)
+        return _packed(np.concatenate([east_west, north_south], axis=1))
+
+    return Topology(f"{rows}x{cols} torus", n, names, np.full(4 * n, float(alpha)),
+                    np.full(4 * n, float(beta)), routes, gamma,
+                    assumptions=f"{rows}x{cols} torus, full-duplex links to 4 neighbours, "
+                                f"row then column routing; α={alpha:.3g} s per hop, "
+                                f"{1 / beta / 1e9:.4g} GB/s per link each way")
+
+
+def _packed(route: np.ndarray) -> np.ndarray:
+    """Each row's links first, its -1 padding last (a route's first link is its port)."""
+    order = np.argsort(route < 0, axis=1, kind="stable")
+    return np.take_along_axis(route, order, axis=1)
+
+
+def nodes(n_nodes: int, gpus: int, *, nvlink: tuple[float, float], nic: tuple[float, float],
+          nics: int | None = None, gamma: float = 0.0, name: str = "") -> Topology:
+    """``n_nodes`` nodes of ``gpus`` GPUs (rank = node·gpus + gpu). Inside a node: a switch,
+    (α, β) = ``nvlink``. Between nodes: GPU g sends and receives through its node's NIC
+    g·nics // gpus, (α, β) = ``nic`` per NIC each way, on a non-blocking fabric. ``nics``
+    defaults to one per GPU (a rail-optimised node)."""
+    nics = gpus if nics is None else nics
+    n = n_nodes * gpus
+    (nv_alpha, nv_beta), (nic_alpha, nic_beta) = nvlink, nic
+    names = (tuple(f"gpu{r}->nvswitch" for r in range(n))
+             + tuple(f"nvswitch->gpu{r}" for r in range(n))
+             + tuple(f"node{m}.nic{k}->fabric" for m in range(n_nodes) for k in range(nics))
+             + tuple(f"fabric->node{m}.nic{k}" for m in range(n_nodes) for k in range(nics)))
+    alpha = np.concatenate([np.full(2 * n, nv_alpha / 2), np.full(2 * n_nodes * nics, nic_alpha / 2)])
+    beta = np.concatenate([np.full(2 * n, float(nv_beta)), np.full(2 * n_nodes * nics, float(nic_beta))])
+
+    def routes(src, dst):
+        nic_out = 2 * n + src // gpus * nics + src % gpus * nics // gpus
+        nic_in = 2 * n + n_nodes * nics + dst // gpus * nics + dst % gpus * nics // gpus
+        inside = src // gpus == dst // gpus
+        return np.stack([np.where(inside, src, nic_out), np.where(inside, n + dst, nic_in)], axis=1)
+
+    return Topology(name or f"{n_nodes} nodes x {gpus} GPUs", n, names, alpha, beta, routes,
+                    gamma, np.arange(n) // gpus, gpus,
+                    assumptions=f"{n_nodes} nodes x {gpus} GPUs; in a node a switch at "
+                                f"{1 / nv_beta / 1e9:.4g} GB/s per GPU each way, α={nv_alpha:.3g} s; "
+                                f"{nics} NICs per node at {1 / nic_beta / 1e9:.4g} GB/s each way, "
+                                f"α={nic_alpha:.3g} s, non-blocking fabric")
