@@ -1,0 +1,199 @@
+"""The plumbing the tutorials share, kept out of the lessons: running a function on every rank,
+small exact inputs, pictures, reading the compiled program, counting bytes, timing and plots.
+
+Import it after the notebook's first cell has set JAX_PLATFORMS and jax_num_cpu_devices: it
+builds the mesh of every device JAX has, under one axis named ``AXIS``.
+
+Each program built here runs one collective, or collectives that depend on each other: on
+jaxlib 0.10's CPU runtime two *independent* collectives in one jitted program can crash the
+process (README, "Sharp bit: jaxlib 0.10 on CPU runs independent collectives into each other").
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+import jax
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+import jaxcoll
+from jaxcoll.model import pieces_for
+from jaxcoll.timing import time_alternating
+
+AXIS = "i"
+mesh = Mesh(np.array(jax.devices()), (AXIS,))
+n = mesh.size
+_PICTURES = Path(tempfile.mkdtemp())  # jaxcoll.draw's PNGs go here, not into the repository
+
+
+def on_every_rank(fn):
+    """jit(shard_map(fn)): rank r runs ``fn`` on row r of the input; what it returns is row r
+    of the output (out_specs=P(AXIS), so every rank's answer can be checked)."""
+    return jax.jit(jax.shard_map(lambda rows: fn(rows[0])[None],  # rows: (1, ...) on each rank
+                                 mesh=mesh, in_specs=P(AXIS), out_specs=P(AXIS)))
+
+
+def small_integers(*shape, seed=0):
+    """Integers in [-8, 8] stored as float32: their sums are exact in any order, so every
+    correct algorithm gives the built-in's bits exactly."""
+    return np.random.default_rng(seed).integers(-8, 9, size=shape).astype(np.float32)
+
+
+def show(schedule):
+    """jaxcoll.draw's picture of ``schedule``, shown in the notebook."""
+    from IPython.display import Image
+
+    name = re.sub(r"\W+", "_", f"{schedule.name}_{schedule.n_ranks}") + ".png"
+    return Image(filename=str(jaxcoll.draw(schedule, _PICTURES / name)))
+
+
+# ----------------------------------------------------------------------------- compiled programs
+
+_COLLECTIVE = re.compile(r"\b(all-reduce|all-gather|reduce-scatter|all-to-all|"
+                         r"collective-permute|collective-broadcast)(?:-start)?\(")
+
+
+def compiled_text(program, *args) -> str:
+    """The optimised HLO (XLA's program text) ``program`` compiles to for ``args``."""
+    return program.lower(*args).compile().as_text()
+
+
+def collectives_in(program, *args) -> Counter:
+    """How many of each collective operation the compiled program contains."""
+    return Counter(_COLLECTIVE.findall(compiled_text(program, *args)))
+
+
+def permute_pairs(program, *args) -> list[set[tuple[int, int]]]:
+    """For each collective-permute of the compiled program: its (source, target) pairs."""
+    found = []
+    for line in compiled_text(program, *args).splitlines():
+        pairs = re.search(r"collective-permute(?:-start)?\(.*source_target_pairs=(\{\{.*?\}\})",
+                          line)
+        if pairs:
+            found.append({(int(s), int(t)) for s, t in re.findall(r"(\d+),(\d+)", pairs[1])})
+    return found
+
+
+# ----------------------------------------------------------------------------- bytes and time
+
+def traffic(schedule, nbytes):
+    """(sent, received): bytes each rank sends and receives over the whole schedule, for a
+    buffer of ``nbytes`` per rank cut into the schedule's chunks."""
+    chunk = nbytes / schedule.n_chunks
+    sent, received = np.zeros(schedule.n_ranks), np.zeros(schedule.n_ranks)
+    for round_ in schedule.rounds:
+        for t in round_:
+            sent[t.src] += len(t.chunks) * chunk
+            received[t.dst] += len(t.chunks) * chunk
+    return sent, received
+
+
+def predicted(primitive, algorithm, ranks, nbytes, calibration):
+    """The α-β-γ model's seconds for ``algorithm`` as jaxcoll runs it (the chain and the
+    pipelined tree in the pieces jaxcoll would cut ``nbytes`` into)."""
+    pieces = pieces_for(primitive, algorithm, ranks, nbytes, calibration)
+    schedule = jaxcoll.schedule(primitive, algorithm, ranks, pieces=pieces)
+    return jaxcoll.cost(schedule, nbytes, alpha=calibration.alpha, beta=calibration.beta,
+                        gamma=calibration.gamma).seconds
+
+
+def median_seconds(programs: dict, x, iters: int) -> dict:
+    """Median seconds per call of each program on ``x`` (rows spread over the ranks), the
+    programs called in alternation after one warm-up call each."""
+    x = jax.device_put(x, NamedSharding(mesh, P(AXIS)))
+    times = time_alternating(programs, x, iters, warmup=1)
+    return {name: float(np.median(t)) for name, t in times.items()}
+
+
+def size_label(nbytes) -> str:
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:.3g} {unit}"
+    return f"{nbytes:g} B"
+
+
+# ----------------------------------------------------------------------------- plots
+
+def over_sizes(ax, curves: dict, *, points: dict | None = None, lines: dict | None = None,
+               bound: tuple | None = None, ylabel: str, title: str, log_y: bool = False):
+    """Values over message size: ``curves`` {label: (sizes, values)} as lines, ``points``
+    {label: (sizes, values)} as markers, ``lines`` {label: y} as dotted horizontal lines,
+    ``bound`` (label, sizes, values) as a dashed black line."""
+    for label, (sizes, values) in curves.items():
+        ax.plot(sizes, values, label=label)
+    if bound:
+        ax.plot(bound[1], bound[2], "k--", label=bound[0])
+    for label, (sizes, values) in (points or {}).items():
+        ax.plot(sizes, values, "o", color="black", label=label)
+    for label, y in (lines or {}).items():
+        ax.axhline(y, color="grey", linestyle=":", linewidth=1)
+        ax.annotate(label, (0.01, y), xycoords=("axes fraction", "data"), fontsize=8,
+                    color="grey", va="bottom")
+    ax.set_xscale("log", base=2)
+    if log_y:
+        ax.set_yscale("log")
+    low, high = ax.get_xlim()
+    ticks = [2.0**k for k in range(0, 41, 5) if low <= 2.0**k <= high]
+    ax.set_xticks(ticks, [size_label(t) for t in ticks])
+    ax.set_xlabel("N, bytes per rank")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    ax.grid(alpha=0.3, which="both")
+    if lines and not log_y:  # room above the highest line for its label, the legend below it
+        ax.set_ylim(0, 1.12 * max(lines.values()))
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(0, 0.87))
+    else:
+        ax.legend(fontsize=8)
+
+
+def broadcast_trees(schedules: dict):
+    """One-chunk broadcast schedules {title: schedule} drawn as the trees they send down: a
+    circle per rank, coloured by the round it gets the data in; edges labelled by round."""
+    import matplotlib.pyplot as plt
+
+    longest = max(s.n_rounds for s in schedules.values())
+    colours = plt.cm.plasma(np.linspace(0.0, 0.9, longest + 1))  # [the root, round 0, ...]
+    fig, axes = plt.subplots(1, len(schedules), figsize=(6 * len(schedules), 4.2))
+    for ax, (title, schedule) in zip(np.atleast_1d(axes), schedules.items()):
+        parent, when = {}, {}
+        for k, round_ in enumerate(schedule.rounds):
+            for t in round_:
+                parent[t.dst], when[t.dst] = t.src, k
+        children = {r: sorted((c for c in parent if parent[c] == r), key=when.get)
+                    for r in range(schedule.n_ranks)}
+        place = _tree_layout(children, schedule.root)
+        for child, src in parent.items():
+            (x0, y0), (x1, y1) = place[src], place[child]
+            ax.plot([x0, x1], [-y0, -y1], color="#555555", lw=1.5, zorder=1)
+            ax.text((x0 + x1) / 2, -(y0 + y1) / 2, f"round {when[child]}", fontsize=8,
+                    ha="center", va="center", zorder=2,
+                    bbox=dict(boxstyle="round,pad=0.15", facecolor="white", edgecolor="none"))
+        for rank, (x, y) in place.items():
+            colour = colours[when[rank] + 1 if rank in parent else 0]
+            ax.scatter([x], [-y], s=800, color=colour, edgecolor="black", zorder=3)
+            ax.text(x, -y, str(rank), ha="center", va="center", fontsize=11, fontweight="bold",
+                    color="white" if sum(colour[:3]) < 1.6 else "black", zorder=4)
+        ax.set_title(f"{title}: {schedule.n_rounds} rounds", fontsize=11)
+        ax.set_xlim(-0.7, max(x for x, _ in place.values()) + 0.7)
+        ax.set_ylim(-max(d for _, d in place.values()) - 0.6, 0.6)
+        ax.axis("off")
+    handles = [plt.Line2D([], [], marker="o", ls="", ms=12, color=c, mec="black", label=label)
+               for c, label in zip(colours, ["the root"] + [f"round {k}" for k in range(longest)])]
+    fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=9, frameon=False)
+    fig.tight_layout(rect=(0, 0.08, 1, 1))
+    return fig
+
+
+def _tree_layout(children, rank, depth=0, place=None):
+    """{rank: (x, depth)}: leaves left to right, each parent centred above its children."""
+    place = {} if place is None else place
+    for child in children[rank]:
+        _tree_layout(children, child, depth + 1, place)
+    xs = [place[child][0] for child in children[rank]]
+    next_leaf = 1 + max((x for x, _ in place.values()), default=-1)
+    place[rank] = (sum(xs) / len(xs) if xs else next_leaf, depth)
+    return place
