@@ -1,0 +1,562 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation: {extension: .py, format_name: percent}
+#   kernelspec: {display_name: Python 3, language: python, name: python3}
+# ---
+
+# %% [markdown]
+# # 09 · Collectives in sharded matmuls
+#
+# The earlier notebooks asked how to run a collective. This one asks where a model's
+# collectives come from. Most of them are there because a sharded matrix multiply needs
+# them, and a short notation tells you which one.
+#
+# **What you will learn**
+#
+# - the notation of *How to Scale Your Model* (Austin et al., 2025,
+#   [sharding chapter](https://jax-ml.github.io/scaling-book/sharding/)): `A[I_X, J]`, partial
+#   sums `{U_X}`, and four rules: AllGather removes a subscript, ReduceScatter adds one,
+#   AllReduce removes a partial sum, AllToAll moves a subscript;
+# - the book's cases of a sharded matmul: no communication, AllGather first, or a local
+#   matmul followed by a reduction;
+# - tensor parallelism (the Megatron MLP), with and without sequence parallelism;
+# - FSDP (ZeRO-3): why `jax.grad` turns the forward AllGather into a ReduceScatter, and why
+#   FSDP moves 1.5 times the bytes of data parallelism, read off jaxcoll's cost model;
+# - mixture of experts: an AllToAll sends tokens to their experts and another brings them back;
+# - Ulysses sequence parallelism: attention with two AllToAlls, and its bytes against ring
+#   attention's.
+#
+# **Prerequisites**: notebook 02 (AllGather, ReduceScatter). Notebook 07 helps with section 6.
+# Every sharded result is checked against the same computation done unsharded with `jnp`.
+
+# %%
+import os
+os.environ["JAX_PLATFORMS"] = "cpu"          # fake devices live on the CPU, even where a GPU is present
+import jax
+jax.config.update("jax_num_cpu_devices", 8)  # 8 fake CPU devices; must come before any JAX work
+
+import re
+from collections import Counter
+
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+from jax.sharding import Mesh, PartitionSpec as P
+
+import jaxcoll
+
+n = 8
+mesh = Mesh(np.array(jax.devices()), ("X",))                      # a line of 8 devices
+grid = Mesh(np.array(jax.devices()).reshape(2, 4), ("X", "Y"))    # the same 8 as a 2 x 4 grid
+rng = np.random.default_rng(0)
+
+
+def ints(*shape):
+    """Small integers as float32: sums and matmuls of them are exact in any order."""
+    return rng.integers(-3, 4, shape).astype(np.float32)
+
+
+def sharded(in_specs, out_specs, mesh=mesh):
+    """Decorator: jit(shard_map(fn)): fn runs on every device, on that device's shards."""
+    return lambda fn: jax.jit(jax.shard_map(fn, mesh=mesh, in_specs=in_specs,
+                                            out_specs=out_specs))
+
+
+def jaxcoll_calls(program, *args):
+    """The jaxcoll collectives in program's jaxpr (tracing only, nothing runs), in order."""
+    return re.findall(r"jaxcoll_(\w+)", str(jax.make_jaxpr(program)(*args)))
+
+
+def every_device_holds(copies, want):
+    """copies: (devices, ...), one row per device: assert each equals want exactly."""
+    for copy in np.asarray(copies):
+        np.testing.assert_array_equal(copy, want)
+
+# %% [markdown]
+# ## 1. The notation and its four rules
+#
+# `A[I, J]` is a matrix whose dimensions are named I and J. `A[I_X, J]` says that I is
+# **sharded** over mesh axis X: each of the 8 devices along X holds 1/8 of the rows, and all
+# of J. In `shard_map` that is `P("X", None)`. `A[I, J]` with no subscript is **replicated**:
+# every device holds all of it (`P()`).
+#
+# One more state: `A[I, J]{U_X}`, **unreduced**. Every device on X holds an array of the full
+# shape, and A is their **sum**. You get one whenever devices multiply their own slices of a
+# contracting dimension: each product is a partial sum. (Recent JAX can type this state,
+# `P(unreduced={"X"})`; here, as in the earlier notebooks, it is just each device's own array.)
+#
+# Each collective moves between these states:
+
+# %%
+A = ints(16, 16)
+parts = ints(n, 16, 16)         # parts[k]: device k's addend; the unreduced array is their sum
+
+
+@sharded(P("X"), P("X"))
+def allgather_rule(a):          # A[I_X, J] -> A[I, J]; a: (2, 16), this device's rows
+    return jaxcoll.allgather(a, "X", tiled=True)[None]        # (1, 16, 16): this device's copy
+
+
+@sharded(P("X"), P(None, "X"))
+def reduce_scatter_rule(part):  # A[I, J]{U_X} -> A[I, J_X]; part: (1, 16, 16)
+    return jaxcoll.reduce_scatter(part[0], "X", dim=1, tiled=True)  # (16, 2)
+
+
+@sharded(P("X"), P())
+def allreduce_rule(part):       # A[I, J]{U_X} -> A[I, J]
+    return jaxcoll.allreduce(part[0], "X")                    # (16, 16)
+
+
+@sharded(P(None, "X"), P("X", None))
+def alltoall_rule(a):           # A[I, J_X] -> A[I_X, J]; a: (16, 2), this device's columns
+    return jaxcoll.alltoall(a, "X", split_dim=0, concat_dim=1, tiled=True)  # (2, 16)
+
+
+every_device_holds(allgather_rule(A).reshape(n, 16, 16), A)
+np.testing.assert_array_equal(reduce_scatter_rule(parts), parts.sum(0))
+np.testing.assert_array_equal(allreduce_rule(parts), parts.sum(0))
+np.testing.assert_array_equal(alltoall_rule(A), A)
+print("each of the four changes only where the values live, not what they are")
+
+# %% [markdown]
+# After an AllGather every device holds the same values, but JAX types the result as varying
+# per device, as it types `lax.all_gather`'s, so `allgather_rule` returns every device's copy
+# and all 8 are compared. An AllReduce's result is typed as the same on every device (as
+# `lax.psum`'s), so `out_specs=P()` is accepted.
+#
+# What each costs per device, read off jaxcoll's schedules with `jaxcoll.cost`. With α = 0
+# and β = 1 its "seconds" are bytes. N is the array a device ends with (AllGather) or starts
+# from (the others):
+
+# %%
+def bytes_sent(primitive, algorithm, nbytes, ranks=n):
+    """Bytes the busiest rank sends in `algorithm`'s schedule for a buffer of `nbytes`."""
+    schedule = jaxcoll.schedule(primitive, algorithm, ranks)
+    return jaxcoll.cost(schedule, nbytes, alpha=0.0, beta=1.0).bytes_sent
+
+
+N = 1 << 20
+for primitive, algorithm in [("allgather", "ring"), ("reduce_scatter", "ring"),
+                             ("allreduce", "ring"), ("alltoall", "naive")]:
+    sent = bytes_sent(primitive, algorithm, N)
+    assert sent == jaxcoll.bounds(primitive, n, N).path_bytes  # no schedule can send less
+    print(f"{primitive:<15} {algorithm:<6} sends {round(sent * n / N):>2}/{n} N")
+assert bytes_sent("alltoall", "naive", N / n) == bytes_sent("allgather", "ring", N) / n
+
+# %% [markdown]
+# (n-1)/n·N for each of AllGather, ReduceScatter and AllToAll, and twice that for AllReduce,
+# which is one ReduceScatter and one AllGather. Each algorithm here meets the lower bound from
+# `jaxcoll.bounds`. Mind what N is: for `A[I_X, J] -> A[I, J]` it is the whole of A, but for
+# `A[I, J_X] -> A[I_X, J]` one device's shard. So moving a subscript costs 1/n of what
+# removing it does (the last assert). The book, on TPU rings where a block travels several
+# hops, gets 1/4 instead; jaxcoll's model has a direct link between every pair of devices.
+#
+# ## 2. The cases of a sharded matmul
+#
+# In `C[I, K] = A[I, J] · B[J, K]`, J is the **contracting** dimension. The book sorts sharded
+# matmuls by what happens to J.
+#
+# **Case 1: J is sharded on neither side.** Each device multiplies what it holds, and the
+# other subscripts carry over: `A[I_X, J] · B[J, K_Y] -> C[I_X, K_Y]`, with no communication.
+# On the 2 x 4 grid, device (x, y) computes block (x, y) of C:
+
+# %%
+A, B = ints(8, 16), ints(16, 8)
+
+
+@sharded((P("X", None), P(None, "Y")), P("X", "Y"), mesh=grid)
+def case1(a, b):                # a: (4, 16), b: (16, 2)
+    return a @ b                # (4, 2): block (x, y) of C
+
+
+np.testing.assert_array_equal(case1(A, B), A @ B)
+assert jaxcoll_calls(case1, A, B) == []
+print("case 1: C[I_X, K_Y] with no collective")
+
+# %% [markdown]
+# **Case 2: J is sharded on one side.** In `A[I, J_X] · B[J, K]`, device k holds A's k-th
+# block of columns and all of B. Gather A's J first (`A[I, J_X] -> A[I, J]`), and case 1
+# applies:
+
+# %%
+@sharded((P(None, "X"), P()), P("X"))
+def case2(a, b):                # a: (8, 2), b: (16, 8)
+    a = jaxcoll.allgather(a, "X", dim=1, tiled=True)          # A[I, J_X] -> A[I, J]: (8, 16)
+    return (a @ b)[None]        # C[I, K], this device's copy: (1, 8, 8)
+
+
+every_device_holds(case2(A, B).reshape(n, 8, 8), A @ B)
+print("case 2:", jaxcoll_calls(case2, A, B))
+
+# %% [markdown]
+# **Case 3: J is sharded the same way on both sides.** In `A[I, J_X] · B[J_X, K]`, device k
+# holds matching slices of J and can multiply them. But its product only sums over its slice
+# of J: `C[I, K]{U_X}`. An AllReduce gives `C[I, K]` on every device, and a ReduceScatter
+# gives `C[I, K_X]` for half the bytes:
+
+# %%
+@sharded((P(None, "X"), P("X", None)), P())
+def case3_allreduce(a, b):      # a: (8, 2), b: (2, 8)
+    return jaxcoll.allreduce(a @ b, "X")                      # C[I, K]{U_X} -> C[I, K]
+
+
+@sharded((P(None, "X"), P("X", None)), P(None, "X"))
+def case3_reduce_scatter(a, b):
+    return jaxcoll.reduce_scatter(a @ b, "X", dim=1, tiled=True)  # -> C[I, K_X]: (8, 1)
+
+
+np.testing.assert_array_equal(case3_allreduce(A, B), A @ B)
+np.testing.assert_array_equal(case3_reduce_scatter(A, B), A @ B)
+print("case 3:", jaxcoll_calls(case3_allreduce, A, B), "or",
+      jaxcoll_calls(case3_reduce_scatter, A, B))
+
+# %% [markdown]
+# The book has a fourth case: `A[I_X, J] · B[J, K_X]` would give `C[I_X, K_X]`, with X used
+# twice, and a mesh axis can shard only one dimension of an array. One operand must be
+# gathered first (case 2 again).
+#
+# ## 3. Tensor parallelism: the Megatron MLP
+#
+# A transformer MLP is `Y = relu(X W1) W2`, with `X[B, D]` (B tokens), `W1[D, F]` and
+# `W2[F, D]`, and F usually 4D. Megatron-LM (Shoeybi et al., 2019) shards the hidden
+# dimension F: `W1[D, F_X]` by columns, `W2[F_X, D]` by rows.
+#
+# - `X[B, D] · W1[D, F_X] -> H[B, F_X]`: case 1, no communication.
+# - relu works element by element, and every element of H is whole on its device.
+# - `H[B, F_X] · W2[F_X, D] -> Y[B, D]{U_X}`: case 3, so one AllReduce.
+#
+# One collective per MLP, and none in the middle, which is why the layout is chosen this way.
+# Sharding W1 by rows would leave H unreduced, and relu of a partial sum is not the relu of
+# the sum.
+
+# %%
+batch, D, F = 16, 16, 64        # tokens, model width, hidden width
+X_tp, W1, W2 = ints(batch, D), ints(D, F), ints(F, D)
+reference = jax.nn.relu(X_tp @ W1) @ W2
+
+
+@sharded((P(), P(None, "X"), P("X", None)), P())
+def megatron_mlp(x, w1, w2):    # x: (16, 16) all tokens; w1: (16, 8); w2: (8, 16)
+    h = jax.nn.relu(x @ w1)                                   # H[B, F_X]: (16, 8)
+    return jaxcoll.allreduce(h @ w2, "X")                     # Y[B, D]{U_X} -> Y[B, D]
+
+
+np.testing.assert_array_equal(megatron_mlp(X_tp, W1, W2), reference)
+print("Megatron MLP:", jaxcoll_calls(megatron_mlp, X_tp, W1, W2))
+
+# %% [markdown]
+# The backward pass has one AllReduce too: each device's gradient for the replicated X covers
+# only its slice of F, so the devices' gradients must be summed (Megatron's `f` operator).
+# Under `shard_map`'s default `check_vma=True`, JAX inserts that sum itself, as a `psum`
+# (notebook 06; section 7 counts it).
+#
+# **Sequence parallelism** (Korthikanti et al., 2022) splits that AllReduce into its two
+# halves. Between MLPs the activations stay sharded over the tokens, `X[B_X, D]`, so the layer
+# norms and dropouts in between run on 1/8 of the tokens and store 1/8 of the activations.
+# The MLP gathers its input and reduce-scatters its output:
+
+# %%
+@sharded((P("X"), P(None, "X"), P("X", None)), P("X"))
+def sequence_parallel_mlp(x, w1, w2):  # x: (2, 16), this device's tokens
+    x = jaxcoll.allgather(x, "X", tiled=True)                 # X_tp[B_X, D] -> X_tp[B, D]: (16, 16)
+    h = jax.nn.relu(x @ w1)                                   # H[B, F_X]
+    return jaxcoll.reduce_scatter(h @ w2, "X", tiled=True)    # Y[B, D]{U_X} -> Y[B_X, D]: (2, 16)
+
+
+np.testing.assert_array_equal(sequence_parallel_mlp(X_tp, W1, W2), reference)
+print("sequence parallel:", jaxcoll_calls(sequence_parallel_mlp, X_tp, W1, W2))
+activations = batch * D * 4
+assert (bytes_sent("allgather", "ring", activations)
+        + bytes_sent("reduce_scatter", "ring", activations)
+        == bytes_sent("allreduce", "ring", activations))
+print("AllGather + ReduceScatter send exactly the bytes of the AllReduce they replace")
+
+# %% [markdown]
+# ## 4. FSDP: the gradient of an AllGather is a ReduceScatter
+#
+# Data parallelism keeps a whole copy of the weights on every device and allreduces the
+# gradients. FSDP (ZeRO-3, Rajbhandari et al., 2020) keeps only a shard, `W[D_X, F]`, and
+# gathers the whole W just before it is used. The batch is sharded as in data parallelism,
+# over the same axis: `X[B_X, D]`.
+#
+# - Forward: AllGather `W[D_X, F] -> W[D, F]`, then `X[B_X, D] · W[D, F] -> Y[B_X, F]`
+#   (case 1).
+# - Backward: `dW = Xᵀ · dY`, which contracts over B. B is sharded on both sides (case 3):
+#   `dW[D, F]{U_X}`, a partial sum. A ReduceScatter gives each device the gradient of its own
+#   shard, `dW[D_X, F]`, and that shard is all it updates.
+#
+# Nobody writes that ReduceScatter by hand. It is the **transpose** of the AllGather: the
+# AllGather copies a device's shard to everyone, so its gradient sums what everyone computed
+# for that shard and sends the sum back to the shard's owner. jaxcoll's allgather is a JAX
+# primitive whose transpose rule is a reduce_scatter (on the dual schedule: the ring
+# backwards), so `jax.grad` writes it for us:
+
+# %%
+D, F = 32, 16
+X_fsdp, W = ints(16, D), ints(D, F) / 8  # 16 examples; W / 8 keeps tanh from saturating
+
+
+def fsdp_loss(w, x):                    # w: W[D_X, F], (4, 16); x: X[B_X, D], (2, 32)
+    w = jaxcoll.allgather(w, "X", tiled=True)                 # W[D_X, F] -> W[D, F]
+    return jnp.sum(jnp.tanh(x @ w))     # this device's examples' part of the loss
+
+
+fsdp_grad = sharded((P("X"), P("X")), P("X"))(jax.grad(fsdp_loss))  # dW[D_X, F]
+want = jax.grad(lambda w: jnp.sum(jnp.tanh(X_fsdp @ w)))(W)     # unsharded, dW[D, F]
+np.testing.assert_allclose(fsdp_grad(W, X_fsdp), want, rtol=1e-5, atol=1e-5)
+print("FSDP gradient:", jaxcoll_calls(fsdp_grad, W, X_fsdp))
+
+# %% [markdown]
+# Written that way, the gathered W stays in memory from the forward until the backward has
+# used it. Real FSDP frees it after the forward and gathers it again in the backward, one
+# layer at a time, so only one layer's W is ever whole. In JAX that is `jax.checkpoint`: the
+# backward recomputes the forward, AllGather included, and the traced program gathers W
+# twice. (In this one-layer toy XLA then drops the forward's AllGather, whose only use is the
+# loss that `jax.grad` throws away; in a real network its result feeds the next layer.)
+
+# %%
+fsdp_grad_remat = sharded((P("X"), P("X")), P("X"))(jax.grad(jax.checkpoint(fsdp_loss)))
+np.testing.assert_allclose(fsdp_grad_remat(W, X_fsdp), want, rtol=1e-5, atol=1e-5)
+counted = Counter(jaxcoll_calls(fsdp_grad_remat, W, X_fsdp))
+assert counted == {"allgather": 2, "reduce_scatter": 1}
+print("FSDP gradient, weights gathered again in the backward:", dict(counted))
+
+# %% [markdown]
+# Two AllGathers and a ReduceScatter per step, each (n-1)/n of the weights' N bytes, against
+# data parallelism's one AllReduce, 2(n-1)/n·N. From the cost model:
+
+# %%
+weights = 100 << 20                     # N: 100 MiB of weights (any size gives the same ratio)
+for ranks in (2, 8, 64):
+    fsdp = (2 * bytes_sent("allgather", "ring", weights, ranks)
+            + bytes_sent("reduce_scatter", "ring", weights, ranks))
+    data_parallel = bytes_sent("allreduce", "ring", weights, ranks)
+    assert fsdp == 1.5 * data_parallel
+    print(f"n = {ranks:>2}: FSDP sends {fsdp / 2**20:6.1f} MiB per device per step, "
+          f"data parallel {data_parallel / 2**20:6.1f} MiB: x{fsdp / data_parallel:.2f}")
+
+# %% [markdown]
+# That is 1.5 times the bytes, in exchange for weights, gradients and optimizer state taking
+# 1/n of the memory each, plus one layer gathered at a time. Because each layer's AllGather
+# can start while the layer before it computes, the extra bytes are often hidden. ZeRO-2
+# (`examples/zero_sharded.py`) keeps whole weights and sends 2(n-1)/n·N, the same bytes as
+# data parallelism.
+#
+# ## 5. Mixture of experts: AllToAll there and back
+#
+# An MoE layer has E expert MLPs, and a router sends each token to one of them (top-1, as in
+# Switch Transformer). With one expert per device, a token's expert usually lives on another
+# device. The layer:
+#
+# 1. **route**: each device sorts its tokens into a buffer `[E, C, D]`: C slots per expert
+#    (the *capacity*), unused slots zero;
+# 2. **dispatch**: AllToAll. Block e of every device's buffer goes to device e, which now
+#    holds the tokens every device sent to its expert. Seen as one array `buf[S, E, C, D]`,
+#    S the device a token comes from, it moves a subscript: `buf[S_X, E, C, D] ->
+#    buf[S, E_X, C, D]`;
+# 3. **expert**: device e applies expert e to all of them;
+# 4. **combine**: the same AllToAll backwards returns each result to the device its token
+#    came from, which puts it back in token order, times the router's gate.
+
+# %%
+E, T, D = n, 16, 8              # experts (one per device), tokens per device, model width
+C = T                           # capacity: T slots per expert, so no token is ever dropped
+tokens = rng.standard_normal((n * T, D)).astype(np.float32)  # all 128 tokens
+router = rng.standard_normal((D, E)).astype(np.float32)
+experts = rng.standard_normal((E, D, D)).astype(np.float32)  # expert e: tanh(x @ experts[e])
+
+
+def route(x, router):           # x: (T, D), this device's tokens
+    """dispatch (T, E, C): 1 where token t takes slot c of expert e; gate (T,)."""
+    probs = jax.nn.softmax(x @ router)                        # (T, E)
+    onehot = jax.nn.one_hot(jnp.argmax(probs, axis=1), E)     # (T, E): the chosen expert
+    slot = jnp.sum((jnp.cumsum(onehot, axis=0) - 1) * onehot, axis=1)  # (T,): place in its queue
+    dispatch = onehot[:, :, None] * jax.nn.one_hot(slot, C)[:, None, :]  # (T, E, C)
+    return dispatch, jnp.max(probs, axis=1)
+
+
+def moe_layer(alltoall):
+    @sharded((P("X"), P(), P("X")), P("X"))
+    def layer(x, router, expert):   # x: (T, D); expert: (1, D, D), this device's expert
+        dispatch, gate = route(x, router)
+        buf = jnp.einsum("tec,td->ecd", dispatch, x)          # (E, C, D): tokens by expert
+        buf = alltoall(buf)                                   # (n sources, C, D), my expert's
+        out = jnp.tanh(buf @ expert[0])                       # (n sources, C, D)
+        out = alltoall(out)                                   # (E, C, D), back where they came from
+        return gate[:, None] * jnp.einsum("tec,ecd->td", dispatch, out)  # (T, D)
+    return layer
+
+
+def jaxcoll_alltoall(buf):
+    return jaxcoll.alltoall(buf, "X", split_dim=0, concat_dim=0, tiled=True)
+
+
+def lax_alltoall(buf):
+    return lax.all_to_all(buf, "X", 0, 0, tiled=True)
+
+
+probs = jax.nn.softmax(tokens @ router)                       # unsharded, token by token
+chosen = np.argmax(probs, axis=1)
+want = probs.max(axis=1)[:, None] * jnp.tanh(jnp.einsum("td,tdf->tf", tokens, experts[chosen]))
+got = moe_layer(jaxcoll_alltoall)(tokens, router, experts)
+np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+np.testing.assert_array_equal(got, moe_layer(lax_alltoall)(tokens, router, experts))
+print("MoE layer:", jaxcoll_calls(moe_layer(jaxcoll_alltoall), tokens, router, experts),
+      "- equal to the unsharded layer, and to lax.all_to_all's to the bit")
+print("tokens per expert:", np.bincount(chosen, minlength=E))
+
+# %% [markdown]
+# An AllToAll only moves values, so jaxcoll's layer is bit for bit the one built on
+# `lax.all_to_all`. Each AllToAll sends (n-1)/n of the `[E, C, D]` buffer (section 1): the
+# only block that stays is the one for the device's own expert. The backward pass has two
+# more, because the transpose of an AllToAll is an AllToAll.
+#
+# The buffer counts slots, not tokens: E·C slots for T tokens. Here C = T, so nothing can be
+# dropped, but the buffer is 8 times the tokens. Real models take C = capacity factor ·
+# T/E (such as 1.25 T/E) and drop the tokens that overflow their expert's queue. `route` does
+# that already: `one_hot(slot, C)` is all zeros for slot >= C.
+#
+# ## 6. Sequence parallelism with AllToAll (Ulysses)
+#
+# Attention mixes tokens, so sharding the sequence, `Q[S_X, H, Dh]` (S tokens, H heads of
+# width Dh), does not give a local computation: every query needs every key. But heads do not
+# mix. DeepSpeed-Ulysses (Jacobs et al., 2023) moves the subscript from S to H with an
+# AllToAll, `[S_X, H, Dh] -> [S, H_X, Dh]`, runs ordinary attention on its H/n heads over
+# the whole sequence, and moves it back. Q, K and V go in one jaxcoll call: a pytree of
+# leaves of one dtype travels in one bucket, so one collective.
+
+# %%
+S, H, Dh = 64, 8, 4
+Q, K, V = rng.standard_normal((3, S, H, Dh)).astype(np.float32)
+
+
+def attention(q, k, v):         # (S, h, Dh) each: h heads over the whole sequence
+    scores = jnp.einsum("qhd,khd->hqk", q, k) / jnp.sqrt(Dh)  # (h, S, S)
+    return jnp.einsum("hqk,khd->qhd", jax.nn.softmax(scores, axis=-1), v)  # (S, h, Dh)
+
+
+@sharded(P("X"), P("X"))
+def ulysses(q, k, v):           # (8, H, Dh) each: this device's tokens, all heads
+    q, k, v = jaxcoll.alltoall((q, k, v), "X", split_dim=1, concat_dim=0,
+                               tiled=True)                    # -> (S, H/8, Dh): my heads
+    o = attention(q, k, v)                                    # (S, H/8, Dh)
+    return jaxcoll.alltoall(o, "X", split_dim=0, concat_dim=1, tiled=True)  # -> (8, H, Dh)
+
+
+np.testing.assert_allclose(ulysses(Q, K, V), attention(Q, K, V), rtol=1e-5, atol=1e-6)
+assert jaxcoll_calls(ulysses, Q, K, V) == ["alltoall", "alltoall"]
+print("Ulysses attention equals full attention, with", jaxcoll_calls(ulysses, Q, K, V))
+
+# %% [markdown]
+# Ring attention (notebook 07) shards the sequence too, but keeps the heads and passes K and
+# V around the ring instead: an AllGather of K and V that is never materialized. Per device
+# and layer, with L the bytes of one device's Q (also of its K, V or output):
+#
+# - Ulysses: (n-1)/n of 3L (Q, K, V), plus (n-1)/n of L (the output).
+# - Ring: (n-1)/n of K and V gathered from all n devices, i.e. (n-1) · 2L.
+
+# %%
+L = S // n * H * Dh * 4                 # bytes of one device's Q
+for ranks in (2, 4, 8):
+    ulysses_bytes = bytes_sent("alltoall", "naive", 3 * L, ranks) + bytes_sent(
+        "alltoall", "naive", L, ranks)
+    ring_bytes = bytes_sent("allgather", "ring", 2 * L * ranks, ranks)
+    assert ring_bytes == ranks / 2 * ulysses_bytes
+    print(f"n = {ranks}: Ulysses {ulysses_bytes:6.0f} B, ring attention {ring_bytes:6.0f} B "
+          f"per device (x{ring_bytes / ulysses_bytes:.0f})")
+
+# %% [markdown]
+# For a fixed L (the sequence growing with n), Ulysses sends less than 4L per device whatever
+# n is, while ring attention's 2(n-1)L grows with n: ring/Ulysses = n/2. Ulysses has two
+# limits. It shards heads, so n can be at most H (with grouped-query attention, the number of
+# KV heads). And its AllToAlls cannot overlap with the attention, which waits for them. Ring
+# attention works for any n, and its transfers run beside the block computations (notebook
+# 07). Long-context systems often combine them: Ulysses inside a node, ring across nodes.
+#
+# ## 7. Summary: a forward and a backward pass of each
+#
+# `jax.grad` of each layer above, with respect to all its inputs, traced (nothing runs).
+# JAX's own `psum` counts too: under `check_vma=True` it sums the gradient of every
+# replicated input (notebook 06), which is data parallelism's AllReduce.
+
+# %%
+def step_collectives(program, *args):
+    """{collective: count} in a forward and backward pass: grad of sum(program(*args))."""
+    loss = lambda *a: jnp.sum(program(*a))  # noqa: E731
+    jaxpr = str(jax.make_jaxpr(jax.grad(loss, argnums=tuple(range(len(args)))))(*args))
+    return dict(Counter(ours or "psum" for ours, _ in
+                        re.findall(r"jaxcoll_(\w+)|\b(psum)\w*", jaxpr)))
+
+
+data_parallel = sharded((P(), P("X")), P("X"))(lambda w, x: jnp.tanh(x @ w))
+fsdp = sharded((P("X"), P("X")), P("X"))(jax.checkpoint(
+    lambda w, x: jnp.tanh(x @ jaxcoll.allgather(w, "X", tiled=True))))
+layers = [  # name, program, arguments, what it should contain
+    ("data parallel", data_parallel, (W, X_fsdp), {"psum": 1}),
+    ("FSDP (weights gathered again)", fsdp, (W, X_fsdp), {"allgather": 2, "reduce_scatter": 1}),
+    ("Megatron MLP", megatron_mlp, (X_tp, W1, W2), {"allreduce": 1, "psum": 1}),
+    ("+ sequence parallel", sequence_parallel_mlp, (X_tp, W1, W2),
+     {"allgather": 2, "reduce_scatter": 2}),
+    ("mixture of experts", moe_layer(jaxcoll_alltoall), (tokens, router, experts),
+     {"alltoall": 4, "psum": 1}),
+    ("Ulysses attention", ulysses, (Q, K, V), {"alltoall": 4})]
+for name, program, args, expected in layers:
+    found = step_collectives(program, *args)
+    assert found == expected, (name, found)
+    print(f"{name:<30} {found}")
+
+# %% [markdown]
+# | pattern | forward | backward | bytes per device |
+# |---|---|---|---|
+# | data parallel | none | AllReduce dW | 2(n-1)/n · weights |
+# | FSDP / ZeRO-3 | AllGather W | AllGather W, ReduceScatter dW | 3(n-1)/n · weights |
+# | Megatron MLP | AllReduce Y | AllReduce dX | 4(n-1)/n · activations |
+# | + sequence parallel | AllGather X, ReduceScatter Y | AllGather dY, ReduceScatter dX | 4(n-1)/n · activations |
+# | mixture of experts | AllToAll, AllToAll | AllToAll, AllToAll | 4(n-1)/n · buffer |
+# | Ulysses attention | AllToAll (Q, K, V), AllToAll (out) | the same, transposed | 8(n-1)/n · L |
+#
+# The backward is the forward transposed: an AllGather becomes a ReduceScatter and the other
+# way round, an AllToAll stays an AllToAll, and every replicated input's gradient needs an
+# AllReduce (the mixture of experts' `psum` is the router's). Each of them can run any jaxcoll
+# algorithm, so the earlier notebooks' question, which algorithm, applies to every one.
+#
+# ## Try it
+#
+# **A matmul on the 2 x 4 grid.** `A[I_X, J_Y] · B[J_Y, K] -> C[I_X, K]`. Write
+# `my_matmul(a, b)`, which runs on every device of `grid` (a: `(I/2, J/4)`, b: `(J/4, K)`) and
+# returns this device's `(I/2, K)` block of C. Which case is it, and which collective, over
+# which axis?
+#
+# *Hint:* J is sharded over Y on both sides; X is only along for the ride.
+#
+# <details><summary>Answer</summary>
+#
+# Case 3 over Y: the local product is `C[I_X, K]{U_Y}`, and an AllReduce over Y removes the
+# partial sum.
+#
+# ```python
+# def my_matmul(a, b):
+#     return jaxcoll.allreduce(a @ b, "Y")
+# ```
+# </details>
+
+# %%
+def my_matmul(a, b):            # a: (4, 4), b: (4, 8): this device's blocks
+    raise NotImplementedError("your code here")
+
+
+def check_exercise(matmul):
+    A, B = ints(8, 16), ints(16, 8)
+    program = sharded((P("X", "Y"), P("Y", None)), P("X", None), mesh=grid)(matmul)
+    try:
+        got = program(A, B)
+    except NotImplementedError:
+        print("not done yet: fill in my_matmul")
+        return
+    np.testing.assert_array_equal(got, A @ B)
+    print("correct: C = A @ B, with", jaxcoll_calls(program, A, B) or "no collectives")
+
+
+check_exercise(my_matmul)
