@@ -78,7 +78,7 @@ import numpy as np
 from .compression import Compress
 from .model import choose
 from .records import RECORDS
-from .timing import program, time_alternating, verifiable_values  # noqa: F401 (API)
+from .timing import on_mesh, program, time_alternating, verifiable_values  # noqa: F401 (API)
 
 AXIS = "i"
 DTYPES = ("float32", "bfloat16", "float16", "int32", "int16", "int8", "uint32", "uint8", "bool")
@@ -167,11 +167,10 @@ def format_size(nbytes: float) -> str:
 def place(values: np.ndarray, where):
     """``values`` (n, count) on the devices: row r on rank r of a mesh, or all on one device."""
     import jax
-    from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+    from jax.sharding import Mesh
 
     if isinstance(where, Mesh):  # (from every process's identical copy, when several)
-        sharding = NamedSharding(where, P(AXIS))
-        return jax.make_array_from_callback(values.shape, sharding, lambda index: values[index])
+        return on_mesh(values, where)
     return jax.device_put(values, where)
 
 
@@ -715,7 +714,8 @@ def _ranks(parser, args) -> Ranks:
         parser.error(f"argument --devices: across {jax.process_count()} processes the "
                      f"benchmark runs on all {len(available)} devices (a smaller mesh would "
                      f"leave some processes out)")
-    wanted = args.devices or (8 if backend == "cpu" else len(available))
+    one_process_cpu = backend == "cpu" and jax.process_count() == 1  # fake devices: 8
+    wanted = args.devices or (8 if one_process_cpu else len(available))
     if min(wanted, len(available)) < 2:
         parser.error(f"collectives need at least two devices; {min(wanted, len(available))} "
                      f"{backend} device ({available[0].device_kind}) here. Pass --emulate N "
