@@ -110,12 +110,20 @@ _SHIPPED = Path(__file__).parent / "calibrations"
 _current: dict[str, Calibration] = {}
 
 
+def transport() -> str:
+    """Where this process's collectives run, the key of its calibration: ``"gloo"`` for CPU
+    devices of several processes (JAX's CPU collectives cross processes over gloo), else JAX's
+    default backend (``"cpu"``: fake devices of one process, whose ppermutes are memory
+    copies; ``"gpu"``, ``"tpu"``)."""
+    import jax
+    backend = jax.default_backend()
+    return "gloo" if backend == "cpu" and jax.process_count() > 1 else backend
+
+
 def calibration(backend: str | None = None) -> Calibration:
-    """The calibration ``auto`` uses for ``backend`` (default: JAX's default backend): the one
-    set by :func:`set_calibration`, else the one shipped with jaxcoll (cpu, gpu)."""
-    if backend is None:
-        import jax
-        backend = jax.default_backend()
+    """The calibration ``auto`` uses for ``backend`` (default: :func:`transport`): the one set
+    by :func:`set_calibration`, else the one shipped with jaxcoll (cpu, gloo, gpu)."""
+    backend = transport() if backend is None else backend
     if backend in _current:
         return _current[backend]
     return _shipped(backend)

@@ -18,8 +18,9 @@ from jax import lax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from .check import call_collective
+from .distributed import gather
 from .families import SCHEDULES, two_level
-from .model import Calibration, _fit_line, _priced, schedule_bytes
+from .model import Calibration, _fit_line, _priced, schedule_bytes, transport
 
 
 def largest_exact(dtype) -> int:
@@ -41,6 +42,19 @@ def verifiable_values(n: int, count: int, dtype, seed: int = 0) -> np.ndarray:
     bound = max(1, min(8, largest_exact(dtype) // n))
     low = 0 if jnp.issubdtype(dtype, jnp.unsignedinteger) else -bound
     return rng.integers(low, bound + 1, (n, count)).astype(dtype)
+
+
+def on_mesh(values: np.ndarray, mesh: Mesh):
+    """``values`` (n, ...) with row r on rank r of ``mesh`` (all its axes, row-major), built
+    shard by shard: across processes each holds the same ``values`` and places its own rows."""
+    sharding = NamedSharding(mesh, P(tuple(mesh.axis_names)))
+    return jax.make_array_from_callback(values.shape, sharding, lambda index: values[index])
+
+
+def agreed_seconds(seconds) -> np.ndarray:
+    """``seconds`` as every process agrees on them: the median of each over the processes
+    (alone: the same), so calibrations, and what ``auto`` picks, are the same everywhere."""
+    return np.median(gather(np.asarray(seconds, float)), axis=0)
 
 
 def _axis(names: tuple):
@@ -87,7 +101,9 @@ def calibrate(mesh_or_n=None, *, sizes=(1 << 8, 1 << 12, 1 << 16, 1 << 20, 1 << 
     dispatch is amortised) and a local add over a size sweep, each fitted to relative errors.
 
     ``mesh_or_n``: a Mesh (all its axes form the ring) or a device count (the first n devices;
-    default all). ``primitives`` (e.g. ``("allreduce",)``): also time every algorithm of those
+    default all). Under ``python -m jaxcoll.launch`` (several processes) it measures the
+    transport between them, every process gets the same numbers (medians over the processes),
+    and the result is for :func:`~jaxcoll.model.transport` ``"gloo"``. ``primitives`` (e.g. ``("allreduce",)``): also time every algorithm of those
     at ``algorithm_sizes`` bytes per rank and fit its per-algorithm factors (see
     :class:`Calibration`; a minute or more: every algorithm compiles at every size). Returns
     the Calibration; pass it to :func:`set_calibration` to use it.
@@ -102,7 +118,7 @@ def calibrate(mesh_or_n=None, *, sizes=(1 << 8, 1 << 12, 1 << 16, 1 << 20, 1 << 
 
     def timed(body, count):
         program = jax.jit(jax.shard_map(body, mesh=mesh, in_specs=P(axes), out_specs=P(axes)))
-        x = jax.device_put(jnp.ones((n * count,), jnp.float32), NamedSharding(mesh, P(axes)))
+        x = on_mesh(np.ones((n, count), np.float32), mesh)
         program(x).block_until_ready()  # compile and warm up
         times = []
         for _ in range(repeats):
@@ -114,11 +130,14 @@ def calibrate(mesh_or_n=None, *, sizes=(1 << 8, 1 << 12, 1 << 16, 1 << 20, 1 << 
     permute = lambda x: lax.fori_loop(0, steps, lambda i, y: lax.ppermute(y, axes, ring), x)  # noqa: E731
     add = lambda x: lax.fori_loop(0, steps, lambda i, y: y + x, x)  # noqa: E731
     counts = [max(1, s // 4) for s in sizes]
-    alpha, beta = _fit_line(sizes, [timed(permute, c) for c in counts])
-    _, gamma = _fit_line(sizes, [timed(add, c) for c in counts])
-    device = jax.devices()[0]
-    plain = Calibration(alpha, beta, gamma, device.platform,
-                        f"jaxcoll.calibrate on {n} x {device.device_kind}, jax {jax.__version__}")
+    permuted, added = agreed_seconds([[timed(body, c) for c in counts] for body in (permute, add)])
+    alpha, beta = _fit_line(sizes, permuted)
+    _, gamma = _fit_line(sizes, added)
+    device, processes = jax.devices()[0], jax.process_count()
+    where = f"{processes} processes, " if processes > 1 else ""
+    plain = Calibration(alpha, beta, gamma, transport(),
+                        f"jaxcoll.calibrate on {where}{n} x {device.device_kind}, "
+                        f"jax {jax.__version__}")
     per_algorithm = tuple(row for primitive in primitives for row in
                           _algorithm_factors(plain, mesh, primitive, algorithm_sizes, repeats))
     return replace(plain, per_algorithm=per_algorithm)
@@ -133,15 +152,14 @@ def _algorithm_factors(plain: Calibration, mesh, primitive: str, sizes, repeats:
     rows = {name: [] for name in names}  # name -> [(α part, β/γ part, measured)]
     for size in sizes:
         count = max(n, size // 4 // n * n)  # float32, a multiple of n
-        x = jax.device_put(verifiable_values(n, count, "float32"),
-                           NamedSharding(mesh, P(tuple(mesh.axis_names))))
+        x = on_mesh(verifiable_values(n, count, "float32"), mesh)
         programs = {name: program(primitive, name, mesh) for name in names}
         times = time_alternating(programs, x, repeats)
+        medians = agreed_seconds([np.median(times[name]) for name in names])
         nbytes = schedule_bytes(primitive, count * 4, n)
-        for name in names:
+        for name, measured in zip(names, medians):
             c, latency_part = _priced(primitive, name, n, nbytes, plain)
-            rows[name].append((latency_part, c.seconds - latency_part,
-                               float(np.median(times[name]))))
+            rows[name].append((latency_part, c.seconds - latency_part, float(measured)))
     for name in names:
         parts = np.array(rows[name])  # (sizes, 3)
         weighted = parts[:, :2] / parts[:, 2:]  # relative errors: divide each row by its time
