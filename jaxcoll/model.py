@@ -20,7 +20,7 @@ from .compression import Compress, error_bound, quantizations
 from .families import SCHEDULES, build_schedule, pipeline_pieces
 from .records import RECORDS
 from .schedules import Schedule, split_round
-from .topology import Topology, chunk_bytes, simulate
+from .topology import Topology, chunk_bytes, shared, simulate
 
 
 @dataclass(frozen=True)
@@ -81,6 +81,18 @@ class Calibration:
     # bandwidth factor x its β and γ part. What the schedule alone can't see (how the
     # executor's program runs on this runtime) shows up here; absent means (1, 1).
     per_algorithm: tuple = ()
+    # "port": each ppermute costs α + bytes·β (cost()); "shared": every rank's messages cross
+    # one medium (processes of one host over loopback, fake devices sharing cores): a round
+    # costs α + (its messages)·overhead + (all its bytes)·β (topology.shared, simulate())
+    links: str = "port"
+    overhead: float = 0.0  # seconds per message, "shared" only
+
+    def topology(self, n: int) -> Topology | None:
+        """The links ``auto`` prices on for n ranks: None (``cost()``) or the shared host."""
+        if self.links == "port":
+            return None
+        return shared(n, alpha=self.alpha, beta=self.beta, overhead=self.overhead,
+                      gamma=0.0, name=f"one host ({self.backend})")
 
     def factors(self, primitive: str, algorithm: str) -> tuple[float, float]:
         """(latency factor, bandwidth factor) of ``algorithm`` for ``primitive``; (1, 1) if
@@ -201,13 +213,15 @@ def _priced(primitive: str, algorithm: str, n: int, nbytes: float, cal: Calibrat
     same when they are fitted (calibrate) and when they are applied (ranking). On a
     ``topology``: its time is :func:`~jaxcoll.topology.simulate`'s, and the α part 0."""
     schedule = _schedule_for(primitive, algorithm, n, nbytes, cal, topology)
-    if topology is None:
+    if topology is None and cal.links == "port":
         c = cost(schedule, nbytes, alpha=cal.alpha, beta=cal.beta, gamma=cal.gamma)
         return c, c.messages * cal.alpha
+    links = topology or cal.topology(n)
     counts = cost(schedule, nbytes, alpha=0.0, beta=0.0)
-    return replace(counts, seconds=simulate(schedule, nbytes, topology).seconds,
-                   alpha=float(topology.alpha.min()), beta=float(topology.beta.max()),
-                   gamma=topology.gamma), 0.0
+    seconds = simulate(schedule, nbytes, links).seconds
+    latency_part = 0.0 if topology else simulate(schedule, 0.0, links).seconds
+    return replace(counts, seconds=seconds, alpha=float(links.alpha.min()),
+                   beta=float(links.beta.max()), gamma=links.gamma), latency_part
 
 
 def _schedule_for(primitive: str, algorithm: str, n: int, nbytes: float, cal: Calibration,
@@ -226,10 +240,13 @@ def _schedule_for(primitive: str, algorithm: str, n: int, nbytes: float, cal: Ca
 
 
 def _on_links(topology: Topology) -> Calibration:
-    """α of the cheapest message and β of the slowest link: what a chain's pieces are cut
-    for on ``topology``."""
-    return Calibration(float(_cheapest_message(topology)), float(topology.beta.max()),
-                       topology.gamma, "topology", topology.name)
+    """α of the cheapest message and β of the slowest link rank 0's messages cross: what a
+    pipelined schedule's pieces are cut for on ``topology``."""
+    others = np.arange(1, topology.n)
+    route = topology.routes(np.zeros_like(others), others)
+    slowest = topology.beta[route[route >= 0]].max(initial=0.0)
+    return Calibration(float(_cheapest_message(topology)), float(slowest), topology.gamma,
+                       "topology", topology.name)
 
 
 def _cheapest_message(topology: Topology) -> float:
@@ -324,6 +341,7 @@ def bounds(primitive: str, n: int, nbytes: float, calibration_: Calibration | No
     for the reducing ones (the n-1 other contributions to a rank's 1/n share).
     """
     cal = calibration_ or calibration()
+    topology = topology or cal.topology(n)
     if n <= 1:
         return Bounds(0, 0.0, 0.0, 0.0)
     rounds = int(np.ceil(np.log2(n)))
@@ -366,9 +384,10 @@ def explain(primitive: str, n: int, nbytes: float, calibration_: Calibration | N
     ranked = ranking(primitive, n, nbytes, cal, topology=topology)
     best = ranked[0][1].seconds or 1e-30
     bound = bounds(primitive, n, nbytes, cal, topology)
-    where = (f"on {topology.name} ({topology.assumptions})" if topology else
-             f"α={cal.alpha:.3g} s, β={cal.beta:.3g} s/B, γ={cal.gamma:.3g} s/B "
-             f"({cal.backend}: {cal.source})")
+    links = topology or cal.topology(n)
+    where = (f"on {links.name} ({links.assumptions})" if links else
+             f"α={cal.alpha:.3g} s, β={cal.beta:.3g} s/B, γ={cal.gamma:.3g} s/B")
+    where += "" if topology else f" ({cal.backend}: {cal.source})"
     print(f"{primitive}, n={n}, {nbytes:.0f} bytes per rank; {where}; lower bounds: "
           f"{bound.rounds} rounds, {bound.path_bytes:.0f} B through {bound.limit}, "
           f"{bound.seconds * 1e6:.1f} µs")
@@ -377,7 +396,7 @@ def explain(primitive: str, n: int, nbytes: float, calibration_: Calibration | N
         measured = (f"   (measured factors: α x{latency:g}, β γ x{bandwidth:g})"
                     if (latency, bandwidth) != (1.0, 1.0) else "")
         schedule = _schedule_for(primitive, name, n, nbytes, cal, topology)
-        if topology is None:
+        if links is None:
             path = cost(schedule, nbytes, alpha=0.0, beta=1.0).seconds
             gap = f"bytes x{path / bound.path_bytes:.2f}"
         else:

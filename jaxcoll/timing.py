@@ -20,7 +20,8 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 from .check import call_collective
 from .distributed import gather
 from .families import SCHEDULES, two_level
-from .model import Calibration, _fit_line, _priced, schedule_bytes, transport
+from .model import Calibration, _fit_line, _priced, _schedule_for, schedule_bytes, transport
+from .topology import shared, simulate
 
 
 def largest_exact(dtype) -> int:
@@ -51,10 +52,12 @@ def on_mesh(values: np.ndarray, mesh: Mesh):
     return jax.make_array_from_callback(values.shape, sharding, lambda index: values[index])
 
 
-def agreed_seconds(seconds) -> np.ndarray:
-    """``seconds`` as every process agrees on them: the median of each over the processes
-    (alone: the same), so calibrations, and what ``auto`` picks, are the same everywhere."""
-    return np.median(gather(np.asarray(seconds, float)), axis=0)
+def agreed_median(samples) -> np.ndarray:
+    """``samples`` (..., repeats) of seconds, timed by each process, as every process agrees
+    on them: each call's slowest process (a call is over when all are, as the benchmark
+    counts it), then the median over the repeats: the same everywhere, so calibrations and
+    what ``auto`` picks are the same in every process."""
+    return np.median(gather(np.asarray(samples, float)).max(axis=0), axis=-1)
 
 
 def _axis(names: tuple):
@@ -96,18 +99,25 @@ ALGORITHM_SIZES = (1 << 11, 1 << 17, 1 << 23)  # bytes per rank: 2 KiB, 128 KiB,
 
 def calibrate(mesh_or_n=None, *, sizes=(1 << 8, 1 << 12, 1 << 16, 1 << 20, 1 << 22),
               steps: int = 8, repeats: int = 7, primitives=(),
-              algorithm_sizes=ALGORITHM_SIZES) -> Calibration:
+              algorithm_sizes=ALGORITHM_SIZES, links: str = "port") -> Calibration:
     """Measure α, β, γ on the devices at hand: a ring of ppermutes (``steps`` in a loop, so
     dispatch is amortised) and a local add over a size sweep, each fitted to relative errors.
 
     ``mesh_or_n``: a Mesh (all its axes form the ring) or a device count (the first n devices;
     default all). Under ``python -m jaxcoll.launch`` (several processes) it measures the
     transport between them, every process gets the same numbers (medians over the processes),
-    and the result is for :func:`~jaxcoll.model.transport` ``"gloo"``. ``primitives`` (e.g. ``("allreduce",)``): also time every algorithm of those
-    at ``algorithm_sizes`` bytes per rank and fit its per-algorithm factors (see
-    :class:`Calibration`; a minute or more: every algorithm compiles at every size). Returns
-    the Calibration; pass it to :func:`set_calibration` to use it.
+    and the result is for :func:`~jaxcoll.model.transport` ``"gloo"``. ``primitives`` (e.g.
+    ``("allreduce",)``): also time every algorithm of those at ``algorithm_sizes`` bytes per
+    rank and fit its per-algorithm factors (see
+    :class:`Calibration`; a minute or more: every algorithm compiles at every size).
+    ``links="shared"`` (with ``primitives``): instead of per-algorithm factors, fit one shared
+    medium's α per round, overhead per message and β per byte to all those times (what
+    processes of one host over loopback are: ``jaxcoll/calibrations/gloo.json``). Returns the
+    Calibration; pass it to :func:`set_calibration` to use it.
     """
+    if links not in ("port", "shared") or (links == "shared" and not primitives):
+        raise ValueError(f"calibrate: links={links!r}: 'port', or 'shared' with primitives "
+                         "to fit it to")
     if isinstance(mesh_or_n, Mesh):
         mesh = mesh_or_n
     else:
@@ -124,13 +134,13 @@ def calibrate(mesh_or_n=None, *, sizes=(1 << 8, 1 << 12, 1 << 16, 1 << 20, 1 << 
         for _ in range(repeats):
             start = time.perf_counter()
             program(x).block_until_ready()
-            times.append(time.perf_counter() - start)
-        return float(np.median(times)) / steps
+            times.append((time.perf_counter() - start) / steps)
+        return times
 
     permute = lambda x: lax.fori_loop(0, steps, lambda i, y: lax.ppermute(y, axes, ring), x)  # noqa: E731
     add = lambda x: lax.fori_loop(0, steps, lambda i, y: y + x, x)  # noqa: E731
     counts = [max(1, s // 4) for s in sizes]
-    permuted, added = agreed_seconds([[timed(body, c) for c in counts] for body in (permute, add)])
+    permuted, added = agreed_median([[timed(body, c) for c in counts] for body in (permute, add)])
     alpha, beta = _fit_line(sizes, permuted)
     _, gamma = _fit_line(sizes, added)
     device, processes = jax.devices()[0], jax.process_count()
@@ -138,31 +148,69 @@ def calibrate(mesh_or_n=None, *, sizes=(1 << 8, 1 << 12, 1 << 16, 1 << 20, 1 << 
     plain = Calibration(alpha, beta, gamma, transport(),
                         f"jaxcoll.calibrate on {where}{n} x {device.device_kind}, "
                         f"jax {jax.__version__}")
-    per_algorithm = tuple(row for primitive in primitives for row in
-                          _algorithm_factors(plain, mesh, primitive, algorithm_sizes, repeats))
+    measured = {primitive: _measure_algorithms(mesh, primitive, algorithm_sizes, repeats)
+                for primitive in primitives}
+    if links == "shared":
+        return _shared_fit(plain, n, measured)
+    per_algorithm = tuple(row for primitive, points in measured.items()
+                          for row in _algorithm_factors(plain, n, primitive, points))
     return replace(plain, per_algorithm=per_algorithm)
 
 
-def _algorithm_factors(plain: Calibration, mesh, primitive: str, sizes, repeats: int):
-    """(primitive, algorithm, latency factor, bandwidth factor) for every algorithm of
-    ``primitive`` that ``auto`` chooses from: timed in alternation at each size, then
-    t = a·(α part) + b·(β, γ part) fitted to relative errors."""
+def _measure_algorithms(mesh, primitive: str, sizes, repeats: int):
+    """[(algorithm, buffer bytes, seconds)] for every one-level algorithm of ``primitive``,
+    timed in alternation at each size (bytes per rank), agreed over the processes."""
     n = mesh.size
     names = [name for name in sorted(SCHEDULES[primitive]) if not two_level(primitive, name)]
-    rows = {name: [] for name in names}  # name -> [(α part, β/γ part, measured)]
+    points = []
     for size in sizes:
         count = max(n, size // 4 // n * n)  # float32, a multiple of n
         x = on_mesh(verifiable_values(n, count, "float32"), mesh)
         programs = {name: program(primitive, name, mesh) for name in names}
         times = time_alternating(programs, x, repeats)
-        medians = agreed_seconds([np.median(times[name]) for name in names])
+        medians = agreed_median([times[name] for name in names])
         nbytes = schedule_bytes(primitive, count * 4, n)
-        for name, measured in zip(names, medians):
-            c, latency_part = _priced(primitive, name, n, nbytes, plain)
-            rows[name].append((latency_part, c.seconds - latency_part, float(measured)))
-    for name in names:
-        parts = np.array(rows[name])  # (sizes, 3)
+        points += [(name, nbytes, float(m)) for name, m in zip(names, medians)]
+    return points
+
+
+def _algorithm_factors(plain: Calibration, n: int, primitive: str, points):
+    """(primitive, algorithm, latency factor, bandwidth factor) for every algorithm measured
+    in ``points``: t = a·(α part) + b·(β, γ part) fitted to relative errors."""
+    for name in sorted({name for name, _, _ in points}):
+        rows = []  # (α part, β/γ part, measured)
+        for algorithm, nbytes, measured in points:
+            if algorithm == name:
+                c, latency_part = _priced(primitive, name, n, nbytes, plain)
+                rows.append((latency_part, c.seconds - latency_part, measured))
+        parts = np.array(rows)  # (sizes, 3)
         weighted = parts[:, :2] / parts[:, 2:]  # relative errors: divide each row by its time
         factors, *_ = np.linalg.lstsq(weighted, np.ones(len(parts)), rcond=None)
         latency, bandwidth = (max(float(f), 0.05) for f in factors)
         yield primitive, name, round(latency, 3), round(bandwidth, 3)
+
+
+def _shared_fit(plain: Calibration, n: int, measured: dict) -> Calibration:
+    """``plain`` with links="shared": α per round, overhead per message and β per byte of the
+    shared medium, fitted to relative errors over every measured algorithm and size (no
+    per-algorithm factors: the schedules' rounds, messages and bytes carry the differences)."""
+    unit = [dict(alpha=1.0, overhead=0.0, beta=0.0), dict(alpha=0.0, overhead=1.0, beta=0.0),
+            dict(alpha=0.0, overhead=0.0, beta=1.0)]
+    features, seconds = [], []
+    for primitive, points in measured.items():
+        for algorithm, nbytes, took in points:
+            schedule = _schedule_for(primitive, algorithm, n, nbytes, plain)  # as timed
+            features.append([simulate(schedule, nbytes, shared(n, **u)).seconds for u in unit])
+            seconds.append(took)
+    features, seconds = np.array(features), np.array(seconds)  # (points, 3), (points,)
+    keep = [0, 1, 2]
+    while True:  # least squares on relative errors, dropping a term that comes out negative
+        fit, *_ = np.linalg.lstsq(features[:, keep] / seconds[:, None], np.ones(len(seconds)),
+                                  rcond=None)
+        if (fit >= 0).all() or len(keep) == 1:
+            break
+        keep.pop(int(np.argmin(fit)))
+    alpha, overhead, beta = (float(max(fit[keep.index(k)], 0.0)) if k in keep else 0.0
+                             for k in range(3))
+    return replace(plain, alpha=alpha, beta=beta, overhead=overhead, links="shared",
+                   source=plain.source + "; links: shared, fitted to every algorithm's time")

@@ -17,7 +17,8 @@ a matching shares a link, so that is exactly :func:`jaxcoll.cost` (tested for ev
 
 Presets: :func:`switch` (every rank one full-duplex port into a non-blocking switch, as on
 NVSwitch), :func:`ring` and :func:`torus` (links to neighbours only, shortest-way routing,
-dimension by dimension), :func:`nodes` (GPUs on a switch inside each node, NICs between nodes).
+dimension by dimension), :func:`nodes` (GPUs on a switch inside each node, NICs between nodes),
+:func:`shared` (one medium every message crosses: processes of one host over loopback).
 """
 
 from __future__ import annotations
@@ -47,6 +48,9 @@ class Topology:
     node_of: np.ndarray | None = None  # (n,) each rank's node: the cut the NICs cross
     gpus_per_node: int = 0  # > 0: channels rotate each node's ranks (see simulate)
     assumptions: str = ""
+    # (links,) seconds each message keeps a link busy on top of its bytes (LogGP's gap): what
+    # a shared medium such as one host's cores pays per message; None: 0
+    overhead: np.ndarray | None = None
 
     def route(self, src: int, dst: int) -> list[str]:
         """The names of the links a transfer from ``src`` to ``dst`` crosses."""
@@ -112,6 +116,7 @@ def chunk_bytes(schedule: Schedule, nbytes: float) -> float:
 
 
 _PHASES: dict[tuple[int, bool], tuple] = {}  # (id(schedule), concurrent) -> (weakref, phases)
+# (schedules built by build_schedule live as long as its cache: bench/scale.py clears it)
 
 
 def _phases(schedule: Schedule, concurrent: bool) -> list[tuple[np.ndarray, ...]]:
@@ -127,9 +132,8 @@ def _phases(schedule: Schedule, concurrent: bool) -> list[tuple[np.ndarray, ...]
                     zip(zip(*[(t.src, t.dst, len(t.chunks), t.reduce) for t in group]),
                         (np.int64, np.int64, np.float64, bool)))
               for group in groups if group]
-    if len(_PHASES) > 64:
-        _PHASES.clear()
     _PHASES[key] = (weakref.ref(schedule), phases)
+    weakref.finalize(schedule, _PHASES.pop, key, None)  # forgotten with the schedule
     return phases
 
 
@@ -162,6 +166,9 @@ def simulate(schedule: Schedule, nbytes: float, topology: Topology, *,
         load = np.bincount(route[on], weights=np.broadcast_to(sent[:, None], route.shape)[on],
                            minlength=len(topology.link_names))  # (links,)
         busy = load * topology.beta  # (links,) seconds each link needs this round
+        if topology.overhead is not None:
+            messages = np.bincount(route[on], minlength=len(topology.link_names))  # (links,)
+            busy = busy + messages * topology.overhead
         reduced = np.bincount(dst, weights=reduce * sent, minlength=topology.n)  # (n,) by dst
         took = (np.where(on, busy[route], 0.0).max(axis=1)
                 + np.where(on, topology.alpha[route], 0.0).sum(axis=1) + reduced[dst] * gamma)
@@ -199,6 +206,18 @@ def switch(n: int, *, alpha: float, beta: float, gamma: float = 0.0,
                     assumptions=f"{n} ranks, one full-duplex port each into a non-blocking "
                                 f"switch; α={alpha:.3g} s per message, {1 / beta / 1e9:.4g} GB/s "
                                 "each way per port")
+
+
+def shared(n: int, *, alpha: float, beta: float, overhead: float = 0.0, gamma: float = 0.0,
+           name: str = "one host") -> Topology:
+    """n ranks on one medium every message crosses, such as processes of one machine over
+    loopback (their cores and memory are the wire): a round takes α + (its messages)·overhead
+    + (its bytes)·β, whatever ranks they join."""
+    return Topology(name, n, ("host",), np.array([float(alpha)]), np.array([float(beta)]),
+                    lambda src, dst: np.zeros((len(src), 1), dtype=np.int64), gamma,
+                    assumptions=f"{n} ranks sharing one medium: α={alpha:.3g} s per round, "
+                                f"{overhead:.3g} s per message, {beta:.3g} s per byte",
+                    overhead=np.array([float(overhead)]))
 
 
 def ring(n: int, *, alpha: float, beta: float, gamma: float = 0.0,

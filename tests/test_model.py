@@ -18,9 +18,13 @@ def test_calibrate_measures_positive_numbers_and_round_trips(tmp_path):
 
 
 def test_shipped_calibrations_load():
-    for backend in ("cpu", "gpu"):
+    """One per transport: one process of fake devices, processes over gloo, GPUs; this one
+    process is "cpu"."""
+    for backend in ("cpu", "gloo", "gpu"):
         cal = jaxcoll.calibration(backend)
-        assert cal.alpha > 0 and cal.beta > 0 and cal.source
+        assert cal.alpha > 0 and cal.beta > 0 and cal.source and cal.backend == backend
+    assert jaxcoll.calibration("gloo").links == "shared" and jaxcoll.model.transport() == "cpu"
+    assert jaxcoll.calibration() is jaxcoll.calibration("cpu")
 
 
 def test_set_calibration_is_used_for_its_backend():
@@ -151,3 +155,33 @@ def test_chain_pieces_minimise_the_model():
     chain = jaxcoll.cost(build_schedule("broadcast", "chain", 8, 0, k), 1 << 30,
                          alpha=gpu.alpha, beta=gpu.beta).seconds
     assert chain < 1.3 * jaxcoll.bounds("broadcast", 8, 1 << 30, gpu).seconds
+
+
+def test_a_shared_host_is_fitted_from_the_algorithms_times():
+    """links="shared": α per round, overhead per message and β per byte of one medium, fitted
+    to every algorithm's time (here made by that model: recovered exactly), then used by
+    ranking and bounds with no per-algorithm factors; a misnamed links is refused."""
+    from jaxcoll.timing import _shared_fit
+    from jaxcoll.topology import shared, simulate
+    truth = Calibration(alpha=3e-4, beta=5e-10, gamma=0.0, backend="gloo", links="shared",
+                        overhead=6e-5)
+    n, points = 8, {}
+    for primitive in ("allreduce", "broadcast"):
+        points[primitive] = [
+            (name, nbytes, simulate(jaxcoll.schedule(primitive, name, n), nbytes,
+                                    shared(n, alpha=3e-4, beta=5e-10, overhead=6e-5)).seconds)
+            for name in ("ring", "recursive_doubling", "naive") if name in
+            jaxcoll.algorithms(primitive) for nbytes in (4096.0, 1 << 20, 1 << 24)]
+    plain = Calibration(alpha=1.0, beta=1.0, gamma=0.0, backend="gloo")
+    fitted = _shared_fit(plain, n, points)
+    assert (fitted.links, fitted.per_algorithm) == ("shared", ())
+    assert (fitted.alpha, fitted.overhead, fitted.beta) == pytest.approx(
+        (truth.alpha, truth.overhead, truth.beta), rel=1e-6)
+    ranked = dict(jaxcoll.model.ranking("allreduce", n, 1 << 24, fitted))
+    ring = jaxcoll.schedule("allreduce", "ring", n)
+    assert ranked["ring"].seconds == pytest.approx(simulate(ring, 1 << 24, fitted.topology(n)).seconds)
+    assert jaxcoll.bounds("allreduce", n, 1 << 24, fitted).seconds <= ranked["ring"].seconds
+    with pytest.raises(ValueError, match="links='bus'"):
+        jaxcoll.calibrate(4, links="bus")
+    with pytest.raises(ValueError, match="'shared' with primitives"):
+        jaxcoll.calibrate(4, links="shared")
