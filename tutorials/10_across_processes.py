@@ -130,16 +130,18 @@ assert set(result["hlo"]["psum"]) == {"all-reduce"}
 assert "all-reduce" not in result["hlo"]["auto"]
 ring = jaxcoll.schedule("allreduce", "ring", PROCESSES)
 assert sum(result["loop_trips"]["ring"]) == ring.n_rounds == 2 * (PROCESSES - 1)
-chosen = jaxcoll.choose("allreduce", PROCESSES, 100_000 * 4)  # the script's 100000 float32
-assert chosen == "recursive_doubling"
+chosen = result["auto"]  # what auto ran in the processes, for the script's 100000 float32
+assert result["transport"] == "gloo"  # so auto ranked with the calibration measured over gloo
+assert chosen == jaxcoll.choose("allreduce", PROCESSES, 100_000 * 4, jaxcoll.calibration("gloo"))
 print(f"auto chose {chosen!r} for 400 kB on {PROCESSES} ranks; the ring has {ring.n_rounds} "
       "rounds")
 
 # %% [markdown]
 # The ring is two loops, reduce-scatter then allgather, each running one `collective-permute`
 # n-1 = 3 times: 6 rounds, as its schedule says. `psum` is a single `all-reduce`. `auto`
-# consulted the cost model, picked recursive doubling for this size (2 rounds, no loop), and
-# compiled to 2 `collective-permute`s.
+# knew it runs across processes (`jaxcoll.model.transport()` is `"gloo"`), so it ranked the
+# algorithms with the calibration measured over gloo, not the one-process one, and compiled
+# to `collective-permute`s only.
 #
 # ## 3. What changes across processes
 #
@@ -211,8 +213,11 @@ for size in sorted({size for size, _ in one}):
         psum, ring_, auto = (table[size, name] for name in ("xla", "ring", "auto"))
         cells.append(f"{psum:8.0f} {ring_:8.0f} {auto:8.0f} {ring_ / psum:9.2f}")
     print(f"{size // 1024:>4} KiB |" + " |".join(cells))
-print("auto picks:", {f"{size // 1024} KiB": jaxcoll.choose("allreduce", TIMED, size)
-                      for size in sorted({size for size, _ in one})})
+for transport in ("cpu", "gloo"):
+    print(f"auto picks with the {transport} calibration:",
+          {f"{size // 1024} KiB": jaxcoll.choose("allreduce", TIMED, size,
+                                                 jaxcoll.calibration(transport))
+           for size in sorted({size for size, _ in one})})
 
 # %% [markdown]
 # How to read it (the numbers above are from this machine on this run, so check them against
@@ -225,10 +230,13 @@ print("auto picks:", {f"{size // 1024} KiB": jaxcoll.choose("allreduce", TIMED, 
 #   kernel's TCP stack between processes. `psum` loses its shared-memory advantage, and
 #   ring/psum falls toward 1, or below it. We have not traced where gloo's `allreduce` spends
 #   its time. The point is that neither side has a built-in advantage any more.
-# - **`auto`** ranks algorithms with the calibration shipped for CPUs, `cpu.json`, which was
-#   measured **in one process** on fake devices. Across gloo, α and β are different, so its
-#   choice is not tuned for this transport. `jaxcoll.calibrate()` measures them where it
-#   runs; the numbers it saves can then be given to `jaxcoll.set_calibration`.
+# - **`auto`** knows where it runs: in one process it ranks with `cpu.json` (fake devices),
+#   across processes with `gloo.json`, measured by `jaxcoll.calibrate(links="shared")` under
+#   the launcher on 8 processes of this machine. There every message crosses one medium, the
+#   host's cores and memory, so a round costs α + (its messages) x overhead + (all its bytes)
+#   x β, whichever ranks they join, and the fit needs no per-algorithm factors
+#   (`jaxcoll.explain` prints it). Calibrate on your own links the same way and pass the result
+#   to `jaxcoll.set_calibration`.
 # - **Noise**: this machine is shared. The interquartile ranges in the table above say how
 #   far to trust each median. None of the comparisons is asserted.
 #

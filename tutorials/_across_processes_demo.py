@@ -4,8 +4,8 @@
 
 Each process joins the others, builds one mesh of every process's devices, and runs the same
 allreduce three ways (jaxcoll's ring, lax.psum, jaxcoll's auto) on integer-valued float32
-inputs. Process 0 prints one line of JSON: the mismatches (all processes' counts added up)
-and the collectives each compiled program contains.
+inputs. Process 0 prints one line of JSON: the mismatches (all processes' counts added up),
+the collectives each compiled program contains, and the transport and algorithm auto chose.
 """
 
 import jaxcoll.distributed
@@ -60,4 +60,6 @@ for name, run in programs.items():
 
 if jax.process_index() == 0:
     print("RESULT " + json.dumps({"processes": jax.process_count(), "ranks": n,
-                                  "wrong": wrong, "hlo": hlo, "loop_trips": loops}))
+                                  "wrong": wrong, "hlo": hlo, "loop_trips": loops,
+                                  "transport": jaxcoll.model.transport(),
+                                  "auto": jaxcoll.choose("allreduce", n, values[0].nbytes)}))
