@@ -21,7 +21,7 @@ from pathlib import Path
 
 from jaxcoll.bench import parse_size
 from jaxcoll.families import SCHEDULES, build_schedule
-from jaxcoll.model import bounds, model_pieces, _on_links
+from jaxcoll.model import bounds, schedule_for
 from jaxcoll.systems import dgx
 from jaxcoll.topology import simulate
 
@@ -30,16 +30,6 @@ GPUS_PER_NODE = 8
 
 def transfers(schedule) -> int:
     return sum(len(r) for r in schedule.rounds)
-
-
-def schedule_at(algorithm: str, n: int, nbytes: float, topology):
-    """The allreduce schedule the model would run at n ranks on ``topology``."""
-    entry = SCHEDULES["allreduce"][algorithm]
-    if entry.two_level:
-        return build_schedule("allreduce", algorithm, (n // GPUS_PER_NODE, GPUS_PER_NODE))
-    pieces = model_pieces("allreduce", algorithm, n, nbytes, _on_links(topology)) \
-        if entry.pipelined else 1
-    return build_schedule("allreduce", algorithm, n, 0, pieces)
 
 
 def largest_n(algorithm: str, limit: int) -> float:
@@ -74,7 +64,8 @@ def main(argv=None) -> int:
             if n > reach[a]:
                 continue
             start = time.perf_counter()
-            seconds = simulate(schedule_at(a, n, nbytes, topology), nbytes, topology).seconds
+            schedule = schedule_for("allreduce", a, n, nbytes, topology=topology)
+            seconds = simulate(schedule, nbytes, topology).seconds
             build_schedule.cache_clear()  # a ring at 2048 ranks is 8 million Transfer objects
             curves[a][n] = factor * nbytes / seconds / 1e9
             print(f"[{step + 1}/{len(ns)}] n={n} {a}: {curves[a][n]:.1f} GB/s "

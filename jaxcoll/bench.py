@@ -90,15 +90,11 @@ EMULATION_NOTE = ("ranks emulated with jax.vmap(axis_name=...) on one device: th
 
 # ----------------------------------------------------------------------------- conventions
 
-FACTORS = {"2(n-1)/n": lambda n: 2 * (n - 1) / n, "(n-1)/n": lambda n: (n - 1) / n,
-           "1": lambda n: 1.0}
-
-
 @dataclass(frozen=True)
 class Convention:
     """How nccl-tests sizes and scores one collective."""
 
-    factor: str  # busbw = algbw x FACTORS[factor](n)
+    factor: str  # busbw = algbw x this factor of n (records.Record.busbw_factor)
     layout: str  # "whole": S is the buffer; "scatter": the input, n blocks; "gather": the output
     reduces: bool = False
 
@@ -109,7 +105,7 @@ CONVENTIONS = {name: Convention(record.busbw, record.layout, record.reduces)
 
 def busbw_factor(op: str, n: int) -> float:
     """nccl-tests' busbw / algbw for ``op`` on ``n`` ranks."""
-    return FACTORS[CONVENTIONS[op].factor](n)
+    return RECORDS[op].busbw_factor(n)
 
 
 def layout(op: str, size: int, itemsize: int, n: int) -> tuple[int, int, int]:

@@ -1,9 +1,14 @@
-"""The α-β-γ cost model, read off a schedule: α per message, β per byte sent, γ per byte reduced,
-and its calibration on the devices at hand.
+"""The α-β-γ cost model, read off a schedule: α per message, β per byte sent, γ per byte
+reduced; its calibration on the devices at hand, the lower bounds, and auto's choice.
 
 Each ppermute the executor makes (one per matching of a round, see execute.py) costs
 α + k·c·β (+ k·c·γ if it reduces), where c is the chunk size and k the most chunks any one
-transfer of it moves. A schedule's predicted time is the sum over its ppermutes.
+transfer of it moves. A schedule's predicted time is the sum over its ppermutes (:func:`cost`).
+
+Calibrations are per transport (:func:`transport`: one process of fake CPU devices, processes
+over gloo, GPUs). One whose ``links`` is "shared" prices on one medium every message crosses
+(:func:`~jaxcoll.topology.shared`, with :func:`~jaxcoll.topology.simulate`); ``ranking``,
+``bounds`` and ``explain`` also take any ``topology`` to answer on paper.
 """
 
 from __future__ import annotations
@@ -85,7 +90,11 @@ class Calibration:
     # one medium (processes of one host over loopback, fake devices sharing cores): a round
     # costs α + (its messages)·overhead + (all its bytes)·β (topology.shared, simulate())
     links: str = "port"
-    overhead: float = 0.0  # seconds per message, "shared" only
+    overhead: float = 0.0  # seconds per message, "shared" only (γ unused there: in β)
+
+    def __post_init__(self):
+        if self.links not in ("port", "shared"):
+            raise ValueError(f"Calibration: links={self.links!r}, must be 'port' or 'shared'")
 
     def topology(self, n: int) -> Topology | None:
         """The links ``auto`` prices on for n ranks: None (``cost()``) or the shared host."""
@@ -173,12 +182,12 @@ def schedule_bytes(primitive: str, input_bytes: int, n: int) -> int:
 
 # ----------------------------------------------------------------------------- choosing
 
-MAX_CHAIN_PIECES = 64  # a pipelined schedule's rounds (a few per piece) stay a few hundred
+MAX_MODEL_PIECES = 64  # a pipelined schedule's rounds (a few per piece) stay a few hundred
 
 
 def chain_pieces(n: int, nbytes: float, calibration_: Calibration | None = None) -> int:
     """The pieces a pipelined chain cuts ``nbytes`` into on n ranks: sqrt((n-2)·N·β/α), the
-    minimum of (n - 2 + k)(α + N/k·β), between 1 and MAX_CHAIN_PIECES."""
+    minimum of (n - 2 + k)(α + N/k·β), between 1 and MAX_MODEL_PIECES."""
     return model_pieces("broadcast", "chain", n, nbytes, calibration_)
 
 
@@ -186,13 +195,15 @@ def model_pieces(primitive: str, algorithm: str, n: int, nbytes: float,
                  calibration_: Calibration | None = None) -> int:
     """The pieces the model finds fastest for a pipelined ``algorithm``: with k pieces it runs
     F + c·k rounds (F and c read off its schedules for 1 and 2 pieces) of α + N/k·β each, whose
-    minimum is at k = sqrt(F·N·β / (c·α)); between 1 and MAX_CHAIN_PIECES."""
+    minimum is at k = sqrt(F·N·β / (c·α)); between 1 and MAX_MODEL_PIECES."""
+    if not SCHEDULES[primitive][algorithm].pipelined:
+        raise ValueError(f"model_pieces: {primitive} {algorithm!r} is not pipelined")
     cal = calibration_ or calibration()
     one, two = (build_schedule(primitive, algorithm, n, 0, k).n_rounds for k in (1, 2))
     per_piece = max(two - one, 1)
     fixed = max(one - per_piece, 0)
     best = np.sqrt(fixed * nbytes * cal.beta / (per_piece * cal.alpha)) if cal.alpha > 0 else 1.0
-    return int(min(MAX_CHAIN_PIECES, max(1, round(best))))
+    return int(min(MAX_MODEL_PIECES, max(1, round(best))))
 
 
 def pieces_for(primitive: str, algorithm: str, n: int, nbytes: float,
@@ -212,7 +223,7 @@ def _priced(primitive: str, algorithm: str, n: int, nbytes: float, cal: Calibrat
     their usual piece count), and its α part: what the per-algorithm factors multiply, the
     same when they are fitted (calibrate) and when they are applied (ranking). On a
     ``topology``: its time is :func:`~jaxcoll.topology.simulate`'s, and the α part 0."""
-    schedule = _schedule_for(primitive, algorithm, n, nbytes, cal, topology)
+    schedule = schedule_for(primitive, algorithm, n, nbytes, cal, topology)
     if topology is None and cal.links == "port":
         c = cost(schedule, nbytes, alpha=cal.alpha, beta=cal.beta, gamma=cal.gamma)
         return c, c.messages * cal.alpha
@@ -220,40 +231,47 @@ def _priced(primitive: str, algorithm: str, n: int, nbytes: float, cal: Calibrat
     counts = cost(schedule, nbytes, alpha=0.0, beta=0.0)
     seconds = simulate(schedule, nbytes, links).seconds
     latency_part = 0.0 if topology else simulate(schedule, 0.0, links).seconds
-    return replace(counts, seconds=seconds, alpha=float(links.alpha.min()),
+    return replace(counts, seconds=seconds, alpha=_cheapest_message(links),
                    beta=float(links.beta.max()), gamma=links.gamma), latency_part
 
 
-def _schedule_for(primitive: str, algorithm: str, n: int, nbytes: float, cal: Calibration,
-                  topology: Topology | None = None) -> Schedule:
-    """The schedule ``auto`` would run: its usual pieces (on a topology, every pipelined one's
-    from the model); a two-level one on the topology's nodes x GPUs."""
+def schedule_for(primitive: str, algorithm: str, n: int, nbytes: float,
+                 calibration_: Calibration | None = None,
+                 topology: Topology | None = None) -> Schedule:
+    """The schedule ``auto`` would run for ``nbytes`` on n ranks: its usual pieces (on a
+    topology, every pipelined one's from the model); a two-level one on the topology's nodes."""
     entry = SCHEDULES[primitive][algorithm]
     if entry.two_level:
+        if topology is None or not topology.gpus_per_node:
+            raise ValueError(f"schedule_for: {algorithm!r} needs a topology of nodes")
         return build_schedule(primitive, algorithm, (n // topology.gpus_per_node,
                                                      topology.gpus_per_node))
     if topology is None:
-        count = pieces_for(primitive, algorithm, n, nbytes, cal)
+        count = pieces_for(primitive, algorithm, n, nbytes, calibration_)
     else:
         count = pieces_for(primitive, algorithm, n, nbytes, _on_links(topology), by_model=True)
     return build_schedule(primitive, algorithm, n, 0, count)
 
 
+def _from_rank_0(topology: Topology) -> tuple[np.ndarray, np.ndarray]:
+    """(α of each message from rank 0 to every other rank, the links those messages cross)."""
+    others = np.arange(1, topology.n)
+    route = topology.routes(np.zeros_like(others), others)  # (n-1, hops)
+    return np.where(route >= 0, topology.alpha[route], 0.0).sum(axis=1), route[route >= 0]
+
+
 def _on_links(topology: Topology) -> Calibration:
     """α of the cheapest message and β of the slowest link rank 0's messages cross: what a
     pipelined schedule's pieces are cut for on ``topology``."""
-    others = np.arange(1, topology.n)
-    route = topology.routes(np.zeros_like(others), others)
-    slowest = topology.beta[route[route >= 0]].max(initial=0.0)
-    return Calibration(float(_cheapest_message(topology)), float(slowest), topology.gamma,
-                       "topology", topology.name)
+    _, crossed = _from_rank_0(topology)
+    return Calibration(_cheapest_message(topology), float(topology.beta[crossed].max(initial=0.0)),
+                       topology.gamma, "topology", topology.name)
 
 
 def _cheapest_message(topology: Topology) -> float:
-    """The least α any message from rank 0 pays on ``topology``."""
-    others = np.arange(1, topology.n)
-    route = topology.routes(np.zeros_like(others), others)
-    return float(np.where(route >= 0, topology.alpha[route], 0.0).sum(axis=1).min(initial=np.inf)) if len(others) else 0.0
+    """The least α a message from rank 0 pays on ``topology`` (the presets are symmetric)."""
+    alphas, _ = _from_rank_0(topology)
+    return float(alphas.min(initial=np.inf)) if len(alphas) else 0.0
 
 
 def ranking(primitive: str, n: int, nbytes: float, calibration_: Calibration | None = None,
@@ -283,7 +301,7 @@ def ranking(primitive: str, n: int, nbytes: float, calibration_: Calibration | N
         seconds = latency * latency_part + bandwidth * (c.seconds - latency_part)
         costs.append((name, replace(c, seconds=seconds)))
         if compress is not None:
-            schedule = _schedule_for(primitive, name, n, nbytes, cal, topology)
+            schedule = schedule_for(primitive, name, n, nbytes, cal, topology)
             settle = primitive in ("allreduce", "allgather")
             bounds[name] = error_bound(compress, quantizations(schedule, settle), n, 1.0)
     if bounds:
@@ -329,6 +347,16 @@ def _must_send(primitive: str, n: int, nbytes: float) -> float:
     return {"allreduce": 2 * share, "broadcast": nbytes, "reduce": nbytes}.get(primitive, share)
 
 
+def _must_cross(primitive: str, n: int, nbytes: float) -> float:
+    """Bytes that must move between ranks in all: what every rank must send, from each, for
+    the unrooted ones; N to each of n-1 ranks (broadcast) or from each (reduce); the root's
+    share alone for gather and scatter."""
+    if primitive in ("broadcast", "reduce"):
+        return (n - 1) * nbytes
+    one = _must_send(primitive, n, nbytes)
+    return one if RECORDS[primitive].rooted else n * one
+
+
 def bounds(primitive: str, n: int, nbytes: float, calibration_: Calibration | None = None,
            topology: Topology | None = None) -> Bounds:
     """The latency and bandwidth lower bounds of ``primitive`` on n ranks for ``nbytes`` per
@@ -348,7 +376,8 @@ def bounds(primitive: str, n: int, nbytes: float, calibration_: Calibration | No
     path = _must_send(primitive, n, nbytes)
     reduced = (n - 1) / n * nbytes if RECORDS[primitive].reduces else 0.0
     if topology is None:
-        latency, bandwidth, limit, gamma = rounds * cal.alpha, path * cal.beta, "a rank's port", cal.gamma
+        latency, bandwidth, limit = rounds * cal.alpha, path * cal.beta, "a rank's port"
+        gamma = cal.gamma
     else:
         latency = rounds * _cheapest_message(topology)
         bandwidth, limit, path = _bandwidth_bound(primitive, nbytes, topology)
@@ -357,11 +386,17 @@ def bounds(primitive: str, n: int, nbytes: float, calibration_: Calibration | No
                   latency, bandwidth, limit)
 
 
-def _bandwidth_bound(primitive: str, nbytes: float, topology: Topology):
+def _bandwidth_bound(primitive: str, nbytes: float,
+                     topology: Topology) -> tuple[float, str, float]:
     """(seconds, what sets them, bytes through it): the slower of rank 0's ports and, on a
-    topology of nodes, node 0's NICs."""
-    ports = topology.first_links(0)
+    topology of nodes, node 0's NICs; on one shared medium, every rank's bytes through it and
+    a message from all ranks but one (the presets are symmetric: rank 0 stands for all)."""
     sent = _must_send(primitive, topology.n, nbytes)
+    if len(topology.link_names) == 1:  # one medium: all bytes and messages cross it
+        messages = (topology.n - 1) * (0.0 if topology.overhead is None else topology.overhead[0])
+        total = _must_cross(primitive, topology.n, nbytes)
+        return total * topology.beta[0] + messages, "the one shared medium", total
+    ports = topology.first_links(0)
     best = (sent / np.sum(1 / topology.beta[ports]), f"rank 0's {len(ports)} port link(s)", sent)
     if topology.node_of is not None and topology.node_of.max() > 0:
         n_nodes = int(topology.node_of.max()) + 1
@@ -395,12 +430,12 @@ def explain(primitive: str, n: int, nbytes: float, calibration_: Calibration | N
         latency, bandwidth = (1.0, 1.0) if topology else cal.factors(primitive, name)
         measured = (f"   (measured factors: α x{latency:g}, β γ x{bandwidth:g})"
                     if (latency, bandwidth) != (1.0, 1.0) else "")
-        schedule = _schedule_for(primitive, name, n, nbytes, cal, topology)
+        schedule = schedule_for(primitive, name, n, nbytes, cal, topology)
         if links is None:
             path = cost(schedule, nbytes, alpha=0.0, beta=1.0).seconds
-            gap = f"bytes x{path / bound.path_bytes:.2f}"
+            gap = f"bytes x{path / bound.path_bytes:.2f}" if bound.path_bytes else ""
         else:
-            gap = f"time x{c.seconds / bound.seconds:.2f}"
+            gap = f"time x{c.seconds / bound.seconds:.2f}" if bound.seconds else ""
         gaps = (f"gap to the bounds: rounds x{schedule.n_rounds / bound.rounds:.2f}, {gap}"
                 if bound.rounds else "")
         print(f"  {name:<22} {c.seconds * 1e6:12.1f} µs  x{c.seconds / best:7.2f}   "

@@ -321,8 +321,9 @@ def step_by_step(first, second, labels=("first", "second"), title: str = "") -> 
     log scale (steps where they agree bit for bit drawn as open circles at the bottom)."""
     from matplotlib.figure import Figure
 
-    first, second = np.asarray(first), np.asarray(second)
-    steps, relative = np.arange(len(first)), np.abs(second - first) / np.abs(first)
+    first, second = np.asarray(first, float), np.asarray(second, float)
+    scale = np.maximum(np.abs(first), np.finfo(float).tiny)  # a zero value: no inf, no NaN
+    steps, relative = np.arange(len(first)), np.abs(second - first) / scale
     fig = Figure(figsize=(9, 6))
     top, bottom = fig.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": [2, 1]})
     top.plot(steps, first, lw=4, alpha=0.45, label=labels[0])

@@ -37,6 +37,10 @@ class Record:
             return "scatter"
         return "gather" if self.rows_out == "n" else "whole"
 
+    def busbw_factor(self, n: int) -> float:
+        """nccl-tests' busbw / algbw on n ranks: 2(n-1)/n, (n-1)/n or 1."""
+        return {"2(n-1)/n": 2 * (n - 1) / n, "(n-1)/n": (n - 1) / n, "1": 1.0}[self.busbw]
+
     def rows(self, which: str, n: int) -> int:
         """``rows_in``/``rows_out``/``schedule_blocks`` as a number for n ranks."""
         return {"1": 1, "n": n, "2n": 2 * n}[getattr(self, which)]

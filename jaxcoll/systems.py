@@ -54,9 +54,7 @@ class Published:
         n = self.topology.n
         schedule = build_schedule(self.primitive, "ring", n)
         seconds = simulate(schedule, self.nbytes, self.topology, channels=self.channels).seconds
-        factor = {"2(n-1)/n": 2 * (n - 1) / n, "(n-1)/n": (n - 1) / n, "1": 1.0}[
-            RECORDS[self.primitive].busbw]
-        return self.nbytes / seconds * factor / 1e9
+        return self.nbytes / seconds * RECORDS[self.primitive].busbw_factor(n) / 1e9
 
 
 PUBLISHED = (

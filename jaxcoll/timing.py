@@ -20,7 +20,8 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 from .check import call_collective
 from .distributed import gather
 from .families import SCHEDULES, two_level
-from .model import Calibration, _fit_line, _priced, _schedule_for, schedule_bytes, transport
+from .model import (Calibration, _fit_line, _priced, calibration, schedule_bytes, schedule_for,
+                    transport)
 from .topology import shared, simulate
 
 
@@ -105,7 +106,8 @@ def calibrate(mesh_or_n=None, *, sizes=(1 << 8, 1 << 12, 1 << 16, 1 << 20, 1 << 
 
     ``mesh_or_n``: a Mesh (all its axes form the ring) or a device count (the first n devices;
     default all). Under ``python -m jaxcoll.launch`` (several processes) it measures the
-    transport between them, every process gets the same numbers (medians over the processes),
+    transport between them, every process gets the same numbers (each call's slowest process,
+    then the median over the repeats),
     and the result is for :func:`~jaxcoll.model.transport` ``"gloo"``. ``primitives`` (e.g.
     ``("allreduce",)``): also time every algorithm of those at ``algorithm_sizes`` bytes per
     rank and fit its per-algorithm factors (see
@@ -190,6 +192,23 @@ def _algorithm_factors(plain: Calibration, n: int, primitive: str, points):
         yield primitive, name, round(latency, 3), round(bandwidth, 3)
 
 
+def _nonnegative_fit(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """argmin |a·x - b| over x >= 0, for a few columns: least squares on every subset of them,
+    the best one whose coefficients are all >= 0 (the others 0)."""
+    columns = a.shape[1]
+    best, best_residual = None, np.inf
+    for mask in range(1, 1 << columns):
+        keep = [k for k in range(columns) if mask >> k & 1]
+        fit, *_ = np.linalg.lstsq(a[:, keep], b, rcond=None)
+        residual = float(np.sum((a[:, keep] @ fit - b) ** 2))
+        if (fit >= 0).all() and residual < best_residual:
+            best, best_residual = np.zeros(columns), residual
+            best[keep] = fit
+    if best is None:
+        raise ValueError("calibrate: no non-negative fit of the measured times")
+    return best
+
+
 def _shared_fit(plain: Calibration, n: int, measured: dict) -> Calibration:
     """``plain`` with links="shared": α per round, overhead per message and β per byte of the
     shared medium, fitted to relative errors over every measured algorithm and size (no
@@ -197,20 +216,14 @@ def _shared_fit(plain: Calibration, n: int, measured: dict) -> Calibration:
     unit = [dict(alpha=1.0, overhead=0.0, beta=0.0), dict(alpha=0.0, overhead=1.0, beta=0.0),
             dict(alpha=0.0, overhead=0.0, beta=1.0)]
     features, seconds = [], []
+    traced = calibration()  # what the timed programs cut their pieces with
     for primitive, points in measured.items():
         for algorithm, nbytes, took in points:
-            schedule = _schedule_for(primitive, algorithm, n, nbytes, plain)  # as timed
+            schedule = schedule_for(primitive, algorithm, n, nbytes, traced)
             features.append([simulate(schedule, nbytes, shared(n, **u)).seconds for u in unit])
             seconds.append(took)
     features, seconds = np.array(features), np.array(seconds)  # (points, 3), (points,)
-    keep = [0, 1, 2]
-    while True:  # least squares on relative errors, dropping a term that comes out negative
-        fit, *_ = np.linalg.lstsq(features[:, keep] / seconds[:, None], np.ones(len(seconds)),
-                                  rcond=None)
-        if (fit >= 0).all() or len(keep) == 1:
-            break
-        keep.pop(int(np.argmin(fit)))
-    alpha, overhead, beta = (float(max(fit[keep.index(k)], 0.0)) if k in keep else 0.0
-                             for k in range(3))
-    return replace(plain, alpha=alpha, beta=beta, overhead=overhead, links="shared",
+    alpha, overhead, beta = _nonnegative_fit(features / seconds[:, None], np.ones(len(seconds)))
+    return replace(plain, alpha=float(alpha), beta=float(beta), overhead=float(overhead),
+                   links="shared",
                    source=plain.source + "; links: shared, fitted to every algorithm's time")

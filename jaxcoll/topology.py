@@ -29,6 +29,7 @@ from typing import Callable
 
 import numpy as np
 
+from .records import RECORDS
 from .schedules import Schedule, split_round
 
 Routes = Callable[[np.ndarray, np.ndarray], np.ndarray]  # (t,) src, (t,) dst -> (t, hops), -1 pad
@@ -75,12 +76,12 @@ class Topology:
 
 @dataclass(frozen=True, eq=False)
 class Simulation:
-    """A schedule priced on a topology: the total, and per round its time, its busiest link
-    and every link's bytes."""
+    """A schedule priced on a topology: the total, and per round (per matching when not
+    ``concurrent``; rounds with no transfer left out) its time, busiest link and links' bytes."""
 
     seconds: float
     round_seconds: np.ndarray  # (rounds,)
-    busiest_link: np.ndarray  # (rounds,) the link whose bytes·β was largest that round
+    busiest_link: np.ndarray  # (rounds,) the link busy longest that round (bytes·β + overhead)
     loads: tuple[np.ndarray, np.ndarray, np.ndarray] = field(repr=False)  # round, link, bytes
     topology: Topology = field(repr=False)
 
@@ -110,7 +111,6 @@ class Simulation:
 def chunk_bytes(schedule: Schedule, nbytes: float) -> float:
     """Bytes in one of the schedule's chunks when a rank's buffer is ``nbytes`` (alltoall's
     2n chunks hold its input twice: n chunks of data)."""
-    from .records import RECORDS
     twice = schedule.primitive and RECORDS[schedule.primitive].schedule_blocks == "2n"
     return nbytes / (schedule.n_chunks // 2 if twice else schedule.n_chunks)
 
@@ -152,6 +152,9 @@ def simulate(schedule: Schedule, nbytes: float, topology: Topology, *,
                          f"{topology.name!r} {topology.n}")
     if channels < 1:
         raise ValueError(f"simulate: channels={channels!r}, must be >= 1")
+    if channels > 1 and schedule.primitive and RECORDS[schedule.primitive].rooted:
+        raise ValueError(f"simulate: channels={channels} moves a {schedule.primitive}'s root "
+                         "(each channel's ranks are rotated): channels are for unrooted ones")
     gamma = topology.gamma if gamma is None else gamma
     chunk = chunk_bytes(schedule, nbytes) / channels
     placements = [topology.channel_ranks(c) for c in range(channels)]
@@ -224,8 +227,9 @@ def ring(n: int, *, alpha: float, beta: float, gamma: float = 0.0,
          bidirectional: bool = True) -> Topology:
     """Ranks on a ring of links to their neighbours (both ways if ``bidirectional``), messages
     routed the shorter way round, α per hop."""
+    back = " (back)" if n == 2 else ""  # two ranks: two links each way
     names = tuple(f"{r}->{(r + 1) % n}" for r in range(n)) + \
-        tuple(f"{r}->{(r - 1) % n}" for r in range(n))
+        tuple(f"{r}->{(r - 1) % n}{back}" for r in range(n))
 
     def routes(src, dst):
         positions, step, _ = _along_ring(src, dst, n, bidirectional)
@@ -280,18 +284,21 @@ def nodes(n_nodes: int, gpus: int, *, nvlink: tuple[float, float], nic: tuple[fl
              + tuple(f"nvswitch->gpu{r}" for r in range(n))
              + tuple(f"node{m}.nic{k}->fabric" for m in range(n_nodes) for k in range(nics))
              + tuple(f"fabric->node{m}.nic{k}" for m in range(n_nodes) for k in range(nics)))
-    alpha = np.concatenate([np.full(2 * n, nv_alpha / 2), np.full(2 * n_nodes * nics, nic_alpha / 2)])
-    beta = np.concatenate([np.full(2 * n, float(nv_beta)), np.full(2 * n_nodes * nics, float(nic_beta))])
+    nic_links = 2 * n_nodes * nics
+    alpha = np.concatenate([np.full(2 * n, nv_alpha / 2), np.full(nic_links, nic_alpha / 2)])
+    beta = np.concatenate([np.full(2 * n, float(nv_beta)), np.full(nic_links, float(nic_beta))])
 
     def routes(src, dst):
         nic_out = 2 * n + src // gpus * nics + src % gpus * nics // gpus
         nic_in = 2 * n + n_nodes * nics + dst // gpus * nics + dst % gpus * nics // gpus
         inside = src // gpus == dst // gpus
-        return np.stack([np.where(inside, src, nic_out), np.where(inside, n + dst, nic_in)], axis=1)
+        return np.stack([np.where(inside, src, nic_out), np.where(inside, n + dst, nic_in)],
+                        axis=1)
 
     return Topology(name or f"{n_nodes} nodes x {gpus} GPUs", n, names, alpha, beta, routes,
                     gamma, np.arange(n) // gpus, gpus,
                     assumptions=f"{n_nodes} nodes x {gpus} GPUs; in a node a switch at "
-                                f"{1 / nv_beta / 1e9:.4g} GB/s per GPU each way, α={nv_alpha:.3g} s; "
-                                f"{nics} NICs per node at {1 / nic_beta / 1e9:.4g} GB/s each way, "
-                                f"α={nic_alpha:.3g} s, non-blocking fabric")
+                                f"{1 / nv_beta / 1e9:.4g} GB/s per GPU each way, "
+                                f"α={nv_alpha:.3g} s; {nics} NICs per node at "
+                                f"{1 / nic_beta / 1e9:.4g} GB/s each way, α={nic_alpha:.3g} s, "
+                                "non-blocking fabric")

@@ -142,14 +142,14 @@ def test_chain_pieces_minimise_the_model():
     """The chain's piece count is the model's minimum of (n - 2 + k)(α + N/k·β) (checked
     against every k from 1 to 64), and its time approaches the bandwidth bound N·β."""
     from jaxcoll.families import build_schedule
-    from jaxcoll.model import MAX_CHAIN_PIECES, chain_pieces
+    from jaxcoll.model import MAX_MODEL_PIECES, chain_pieces
     gpu = jaxcoll.calibration("gpu")
     for n, nbytes in ((8, 1 << 20), (8, 1 << 24), (16, 1 << 26), (3, 1 << 20)):
         def seconds(k):
             return jaxcoll.cost(build_schedule("broadcast", "chain", n, 0, k), nbytes,
                                 alpha=gpu.alpha, beta=gpu.beta).seconds
         chosen = chain_pieces(n, nbytes, gpu)
-        best = min(range(1, MAX_CHAIN_PIECES + 1), key=seconds)
+        best = min(range(1, MAX_MODEL_PIECES + 1), key=seconds)
         assert seconds(chosen) <= 1.01 * seconds(best), (n, nbytes, chosen, best)
     k = chain_pieces(8, 1 << 30, gpu)
     chain = jaxcoll.cost(build_schedule("broadcast", "chain", 8, 0, k), 1 << 30,
@@ -179,7 +179,8 @@ def test_a_shared_host_is_fitted_from_the_algorithms_times():
         (truth.alpha, truth.overhead, truth.beta), rel=1e-6)
     ranked = dict(jaxcoll.model.ranking("allreduce", n, 1 << 24, fitted))
     ring = jaxcoll.schedule("allreduce", "ring", n)
-    assert ranked["ring"].seconds == pytest.approx(simulate(ring, 1 << 24, fitted.topology(n)).seconds)
+    on_host = simulate(ring, 1 << 24, fitted.topology(n)).seconds
+    assert ranked["ring"].seconds == pytest.approx(on_host)
     assert jaxcoll.bounds("allreduce", n, 1 << 24, fitted).seconds <= ranked["ring"].seconds
     with pytest.raises(ValueError, match="links='bus'"):
         jaxcoll.calibrate(4, links="bus")

@@ -132,7 +132,8 @@ def test_pipelined_in_pieces_matches_reference(primitive, algorithm, monkeypatch
     """The public path with 3 pieces (as a tree's message of 33..48 MiB would get, or a
     chain's of about 1 MiB), on small inputs."""
     monkeypatch.setattr(model, "pipeline_pieces", lambda nbytes: 3)
-    monkeypatch.setattr(model, "chain_pieces", lambda n, nbytes, calibration_=None: 3)
+    monkeypatch.setattr(model, "model_pieces",
+                        lambda primitive, algorithm, n, nbytes, calibration_=None: 3)
     n = 6
     kwargs = {} if primitive == "allreduce" else {"root": 4}
     fn = getattr(jaxcoll, primitive)

@@ -10,17 +10,19 @@ from jaxcoll.families import SCHEDULES, build_schedule
 from jaxcoll.model import bounds, choose, ranking
 from jaxcoll.schedules import Schedule, split_round
 from jaxcoll.systems import validation
-from jaxcoll.topology import nodes, ring, simulate, switch, torus
+from jaxcoll.topology import nodes, ring, shared, simulate, switch, torus
 
 ALPHA, BETA, GAMMA = 1e-5, 1e-9, 3e-10
 
 
-def _schedules(ns):
-    """(primitive, algorithm, schedule) for every registered one-level schedule at ``ns``, roots
-    0 and n-1, pipelined ones in 3 pieces."""
+def _schedules(ns, two_level=False):
+    """(primitive, algorithm, schedule) for every registered schedule at ``ns``, roots 0 and
+    n-1, pipelined ones in 3 pieces; two-level ones (if ``two_level``) on 2 x n/2."""
     for primitive, entries in SCHEDULES.items():
         for algorithm, entry in entries.items():
             if entry.two_level:
+                for n in (n for n in ns if two_level and n % 2 == 0):
+                    yield primitive, algorithm, build_schedule(primitive, algorithm, (2, n // 2))
                 continue
             for n in ns:
                 for root in sorted({0, n - 1} if entry.rooted else {0}):
@@ -31,7 +33,7 @@ def _schedules(ns):
 def test_matching_by_matching_on_a_switch_is_cost():
     """On a switch no transfer of a matching shares a link, so the executor's order (one
     ppermute per matching) costs what cost() says, for every registered schedule, n = 1..8."""
-    for primitive, algorithm, schedule in _schedules(range(1, 9)):
+    for primitive, algorithm, schedule in _schedules(range(1, 9), two_level=True):
         n = schedule.n_ranks
         expected = jaxcoll.cost(schedule, 1000.0, alpha=ALPHA, beta=BETA, gamma=GAMMA).seconds
         topology = switch(n, alpha=ALPHA, beta=BETA, gamma=GAMMA)
@@ -47,14 +49,14 @@ def test_shared_links_split_their_bandwidth():
     """Two transfers into one rank share its down link: 2 x 1 MB at β, plus α; on a ring the
     one-hop and the two-hop transfer share the link 1->2; the receiver reduces both: 2 MB x γ."""
     one_mb = 1e6
-    into_two = Schedule.build("two into one", 3, n_chunks=1,
-                              rounds=[[jaxcoll.Transfer(0, 2, 0, True), jaxcoll.Transfer(1, 2, 0, True)]])
+    into_two = Schedule.build("two into one", 3, n_chunks=1, rounds=[
+        [jaxcoll.Transfer(0, 2, 0, True), jaxcoll.Transfer(1, 2, 0, True)]])
     on_switch = simulate(into_two, one_mb, switch(3, alpha=ALPHA, beta=BETA, gamma=GAMMA))
     assert on_switch.seconds == pytest.approx(ALPHA + 2 * one_mb * BETA + 2 * one_mb * GAMMA)
     assert on_switch.round_links(0) == {"0->switch": one_mb, "1->switch": one_mb,
                                         "switch->2": 2 * one_mb}
-    along = Schedule.build("along a ring", 5, n_chunks=1,
-                           rounds=[[jaxcoll.Transfer(0, 2, 0, False), jaxcoll.Transfer(1, 2, 0, False)]])
+    along = Schedule.build("along a ring", 5, n_chunks=1, rounds=[
+        [jaxcoll.Transfer(0, 2, 0, False), jaxcoll.Transfer(1, 2, 0, False)]])
     on_ring = simulate(along, one_mb, ring(5, alpha=ALPHA, beta=BETA))
     assert on_ring.seconds == pytest.approx(2 * ALPHA + 2 * one_mb * BETA)  # 0->1->2, 1->2 shared
     assert on_ring.topology.link_names[on_ring.busiest_link[0]] == "1->2"
@@ -104,6 +106,7 @@ TOPOLOGIES = {
     "torus": lambda n: torus(2, n // 2, alpha=ALPHA, beta=BETA, gamma=GAMMA),
     "nodes": lambda n: nodes(2, n // 2, nvlink=(ALPHA / 4, BETA / 8), nic=(ALPHA, BETA),
                              nics=1, gamma=GAMMA),
+    "shared": lambda n: shared(n, alpha=ALPHA, beta=BETA / 8, overhead=ALPHA / 3, gamma=GAMMA),
 }
 
 
@@ -113,7 +116,7 @@ def test_no_schedule_beats_the_bounds_on_a_topology(kind):
     ones on the nodes), small and large messages, and what limits it is named."""
     ns = (2, 4, 6, 8) if kind in ("torus", "nodes") else (2, 3, 5, 8)
     for nbytes in (64.0, 64e6):
-        for primitive, algorithm, schedule in _schedules(ns):
+        for primitive, algorithm, schedule in _schedules(ns, two_level=kind == "nodes"):
             n = schedule.n_ranks
             topology = TOPOLOGIES[kind](n)
             bound = bounds(primitive, n, nbytes, topology=topology)
@@ -122,6 +125,7 @@ def test_no_schedule_beats_the_bounds_on_a_topology(kind):
     cluster = TOPOLOGIES["nodes"](8)
     assert "NIC" in bounds("allreduce", 8, 1e9, topology=cluster).limit
     assert "port" in bounds("allreduce", 8, 1e9, topology=switch(8, alpha=1, beta=1)).limit
+    assert "shared" in bounds("allreduce", 8, 1e9, topology=TOPOLOGIES["shared"](8)).limit
 
 
 def test_the_ranking_on_paper_follows_the_links():
@@ -170,6 +174,9 @@ def test_simulates_every_algorithm_at_1024_ranks():
 def test_misuse_is_named():
     with pytest.raises(ValueError, match="8 ranks, the topology 'switch' 4"):
         simulate(build_schedule("allreduce", "ring", 8), 1.0, switch(4, alpha=1, beta=1))
+    with pytest.raises(ValueError, match="channels=2 moves a broadcast's root"):
+        simulate(build_schedule("broadcast", "binomial", 4), 1.0, switch(4, alpha=1, beta=1),
+                 channels=2)
     with pytest.raises(ValueError, match="channels=0"):
         simulate(build_schedule("allreduce", "ring", 4), 1.0, switch(4, alpha=1, beta=1),
                  channels=0)

@@ -21,7 +21,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 import jaxcoll
-from jaxcoll.model import pieces_for
+from jaxcoll.model import schedule_for
 from jaxcoll.timing import time_alternating
 
 AXIS = "i"
@@ -95,8 +95,7 @@ def traffic(schedule, nbytes):
 def predicted(primitive, algorithm, ranks, nbytes, calibration):
     """The α-β-γ model's seconds for ``algorithm`` as jaxcoll runs it (the chain and the
     pipelined tree in the pieces jaxcoll would cut ``nbytes`` into)."""
-    pieces = pieces_for(primitive, algorithm, ranks, nbytes, calibration)
-    schedule = jaxcoll.schedule(primitive, algorithm, ranks, pieces=pieces)
+    schedule = schedule_for(primitive, algorithm, ranks, nbytes, calibration)
     return jaxcoll.cost(schedule, nbytes, alpha=calibration.alpha, beta=calibration.beta,
                         gamma=calibration.gamma).seconds
 
