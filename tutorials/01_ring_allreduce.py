@@ -314,26 +314,30 @@ def ratio(nbytes, c):
     return model("naive", nbytes, c) / model("ring", nbytes, c)
 
 
-a, b, g, N = gpu.alpha, gpu.beta, gpu.gamma, 2.0**24
-assert np.isclose(model("naive", N, gpu), 2 * (n - 1) * (a + N * b) + (n - 1) * N * g)
-assert np.isclose(model("ring", N, gpu), 2 * (n - 1) * (a + N / n * b) + (n - 1) / n * N * g)
-N4 = 12 * a / (2 * b + g)
+a, beta, g, N = gpu.alpha, gpu.beta, gpu.gamma, 2.0**24
+assert np.isclose(model("naive", N, gpu), 2 * (n - 1) * (a + N * beta) + (n - 1) * N * g)
+assert np.isclose(model("ring", N, gpu), 2 * (n - 1) * (a + N / n * beta) + (n - 1) / n * N * g)
+b = 2 * beta + g                                   # the b of the ratio above
+N4 = 12 * a / b
 assert np.isclose(ratio(N4, gpu), 4)
-print(f"\nwith gpu.json's α = {a * 1e6:.0f} µs, 1/β = {1 / b / 1e9:.0f} GB/s: "
+print(f"\nwith gpu.json's α = {a * 1e6:.0f} µs, 1/β = {1 / beta / 1e9:.1f} GB/s: "
       f"naive/ring = 4 at N₄ = {lesson.size_label(N4)}")
 for scale in (1 / 3, 3):
-    N4_other = 12 * a * scale / (2 * b + g)
+    N4_other = 12 * a * scale / b
     print(f"  if α were {a * scale * 1e6:.0f} µs instead: N₄ = {lesson.size_label(N4_other)}")
 
 # %% [markdown]
-# `gpu.json` is **not a measurement**: as its source line says, it is an estimate for
-# NVLink-connected H100/H200-class GPUs, and its α per launch is an assumption. N₄ is
-# proportional to α, so the model cannot say at which size a real cluster sees 4x without a
-# measured α (`jaxcoll.calibrate()` on the GPUs). What it does say: "nearly 4x" is a point on a
-# curve that rises from 1x for small messages to n = 8x for large ones, not a property of the
-# ring. The lecture gives no message size, so we cannot tell where on the curve its A100 test
-# was. (Another reading fits as well: a naive version whose root receives and sends at the same
-# time would have the byte ratio of section 7, n/2 = 4.)
+# `gpu.json`, the GPU numbers of notebooks 01 to 03, is **not a measurement** but an estimate
+# for 8 H100s on NVSwitch. Its 1/β = 370.8 GB/s is the effective NVLink bandwidth NCCL's own
+# model uses (18 links x 20.6 GB/s), as `jaxcoll.systems.dgx("h100")` in notebooks 05 and 06.
+# Its α = 15 µs per jaxcoll round (a `ppermute` launch and hop) is an assumption, larger than
+# NCCL's 3.4 µs ring step inside one kernel. N₄ is proportional to α, so without a measured α
+# (`jaxcoll.calibrate()` on the GPUs) the model cannot say at which size a real cluster sees
+# 4x. What it does say: "nearly 4x" is a point on a curve that rises from 1x for small messages
+# to n = 8x for large ones, not a property of the ring. The lecture gives no message size, so
+# we cannot tell where on the curve its A100 test was. (Another reading fits as well: a naive
+# version whose root receives and sends at the same time would have the byte ratio of section
+# 7, n/2 = 4.)
 #
 # Now measure on the fake devices: jaxcoll's naive and ring, calls of the two alternating,
 # median of 10, at three sizes.
@@ -354,7 +358,7 @@ for nbytes in measured_sizes:
 sizes = 2.0 ** np.arange(10, 31)                   # 1 KiB ... 1 GiB per rank
 assumed = [dataclasses.replace(gpu, alpha=a * scale) for scale in (1 / 3, 1, 3)]
 fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.2))
-lesson.over_sizes(left, {f"α = {c.alpha * 1e6:.0f} µs, 1/β = {1 / b / 1e9:.0f} GB/s":
+lesson.over_sizes(left, {f"α = {c.alpha * 1e6:.0f} µs, 1/β = {1 / beta / 1e9:.0f} GB/s":
                          (sizes, [ratio(s, c) for s in sizes]) for c in assumed},
                   lines={f"n = {n}": n, '"nearly 4x"': 4}, ylabel="time naive / time ring",
                   title="α-β model, GPU-like numbers (assumed, not measured)")

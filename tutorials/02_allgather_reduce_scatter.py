@@ -190,7 +190,7 @@ assert np.allclose(sent["reduce_scatter"], (n - 1) / n)
 assert np.allclose(sent["allgather"], (n - 1) / n)
 assert np.allclose(sent["allreduce"], sent["reduce_scatter"] + sent["allgather"])   # the same, not half
 
-gpu = jaxcoll.calibration("gpu")                   # an estimate for H100/H200-class GPUs (notebook 01)
+gpu = jaxcoll.calibration("gpu")                   # an estimate for 8 H100s (notebook 01, section 8)
 seconds = {p: lesson.predicted(p, "ring", n, 2.0**24, gpu) for p in schedules}
 halves = seconds["reduce_scatter"] + seconds["allgather"]
 assert np.isclose(halves, seconds["allreduce"])
@@ -213,6 +213,7 @@ print(f"α-β model, 16 MiB per rank: the halves {halves * 1e6:.0f} µs, "
 #    [Zhao et al. 2023](https://arxiv.org/abs/2304.11277)). That hides time behind compute; it
 #    moves no fewer bytes (notebook 07).
 #
+# <a id="check-vma"></a>
 # ## 7. `check_vma`: how shard_map types a collective's result
 #
 # Every value inside `shard_map` is typed either *invariant* over the axis (the same on every

@@ -239,7 +239,7 @@ for k in range(1, 65):
     piped = jaxcoll.schedule("broadcast", "chain", n, pieces=k)
     assert piped.n_rounds == n - 2 + k and math.isclose(bytes_in_turn(piped), (n - 2 + k) / k)
 assert bytes_in_turn(jaxcoll.schedule("broadcast", "scatter_allgather", n)) == 2 * (n - 1) / n
-gpu = jaxcoll.calibration("gpu")                  # jaxcoll's estimate for NVLink-class GPUs (notebook 01)
+gpu = jaxcoll.calibration("gpu")                  # an estimate for 8 H100s (notebook 01, section 8)
 k = jaxcoll.model.chain_pieces(n, 2**30, gpu)
 assert k == min(range(1, 65), key=lambda j: (n - 2 + j) * (gpu.alpha + 2**30 / j * gpu.beta)), k
 print(f"with gpu.json, 1 GiB: the chain's k = {k}, the minimum of (n - 2 + k)(α + N/k·β)")
@@ -274,7 +274,11 @@ assert min(BROADCASTS, key=lambda a: model[a, 2**10]) == "binomial"
 assert min(BROADCASTS, key=lambda a: model[a, 2**30]) == "chain"
 print("\nauto on 8 GPUs (gpu.json):",
       {lesson.size_label(s): jaxcoll.choose("broadcast", n, s, gpu) for s in (2**10, 2**30)})
-assert jaxcoll.choose("broadcast", n, 2**30, gpu) == "scatter_allgather"     # the chain is left out
+picked = jaxcoll.choose("broadcast", n, 2**30, gpu)
+assert picked == "scatter_allgather"                                          # the chain is left out
+off = model[picked, 2**30] / min(model[a, 2**30] for a in BROADCASTS)
+assert off > 1
+print(f"at 1 GiB auto's {picked} takes {off:.2f}x the model's best")
 
 # %%
 sizes = 2.0 ** np.arange(10, 31)
@@ -289,11 +293,12 @@ plt.show()
 
 # %% [markdown]
 # In the model the binomial tree wins for small messages and the chain for large ones. Yet
-# `auto` picks scatter_allgather there: it leaves the chain out, because on these fake CPU
-# devices the chain measured 2.3x *slower* than scatter_allgather at 16 MiB per rank
-# (bench/RESULTS.md, section 8). Its k + n − 2 rounds are copies made by the same two CPU
-# cores, one after another, so nothing pipelines, and nothing in the shipped calibrations tells
-# the model so. Where links really run side by side, ask for it by name: `algorithm="chain"`.
+# `auto` picks scatter_allgather there, slower in the model by the factor printed above: the
+# chain is left out of `auto` on *every* backend (`auto=False` in its registry entry,
+# `jaxcoll/families/__init__.py`) because of one CPU measurement. On these fake devices it ran
+# 2.3x *slower* than scatter_allgather at 16 MiB per rank (bench/RESULTS.md, section 8): its
+# k + n − 2 rounds are copies by the same two CPU cores, one after another, so nothing
+# pipelines. On GPUs, whose links run side by side, ask for it by name: `algorithm="chain"`.
 #
 # The lecture's tip to merge small broadcasts is the α term: k broadcasts of N/k bytes pay
 # k·ceil(log2 n)·α, one merged broadcast pays it once (jaxcoll packs a pytree's leaves into
