@@ -395,9 +395,7 @@ for k in (1, 8, 64):
 # `jaxcoll.cost` prices a schedule as jaxcoll's executor runs it: one `ppermute` per
 # *matching* (each rank sends at most one message and receives at most one), one after
 # another. The bidirectional ring sends half the data each way round, so its rounds are two
-# matchings each, and `cost` charges it 28 start-ups to the ring's 14, for the same bytes. An
-# earlier version of this notebook concluded that it is strictly worse than the ring: an
-# artefact of that model.
+# matchings each, and `cost` charges it 28 start-ups to the ring's 14, for the same bytes.
 #
 # `jaxcoll.simulate(schedule, N, topology)` prices a schedule on **links**: all transfers of a
 # round at once (what one fused kernel can do), links shared in a round splitting their
@@ -423,14 +421,16 @@ def parts(algorithm, topology, concurrent=True):
 
 
 print(f"allreduce of {N >> 20} MiB on {n} ranks: (α part, β part) in µs")
-priced = {}
+priced, one_by_one = {}, {}
 for name, topology in TOPOLOGIES.items():
     for algorithm in ("ring", "bidirectional_ring"):
         priced[name, algorithm] = parts(algorithm, topology)
-        one_by_one = parts(algorithm, topology, concurrent=False)
+        one_by_one[name, algorithm] = parts(algorithm, topology, concurrent=False)
         print(f"  {name:<14} {algorithm:<19} all at once {priced[name, algorithm][0]:5.0f} + "
-              f"{priced[name, algorithm][1]:6.0f}   one matching at a time {one_by_one[0]:5.0f} + "
-              f"{one_by_one[1]:6.0f}")
+              f"{priced[name, algorithm][1]:6.0f}   one matching at a time "
+              f"{one_by_one[name, algorithm][0]:5.0f} + {one_by_one[name, algorithm][1]:6.0f}")
+    ring_, bidir = one_by_one[name, "ring"], one_by_one[name, "bidirectional_ring"]
+    assert np.isclose(bidir[1], ring_[1]) and np.isclose(bidir[0], 2 * ring_[0])  # no gain
 
 ring_, bidir = priced["ring of links", "ring"], priced["ring of links", "bidirectional_ring"]
 assert np.isclose(bidir[0], ring_[0]) and np.isclose(bidir[1], ring_[1] / 2)  # half the β part
@@ -451,10 +451,10 @@ print("on the ring of links, the choice on paper:",
 # On the ring of links the bidirectional ring's bandwidth time is **half** the ring's: the
 # ring leaves every link's reverse direction idle. On a switch both directions leave a rank by
 # one port, and the two take the same time. Run one matching at a time, as jaxcoll's executor
-# does, the gain is gone (on a switch that is exactly `jaxcoll.cost`). So the bidirectional
-# ring is the better algorithm wherever each direction is a link of its own (TPU torus links,
-# GPUs joined by direct NVLink links), if both directions run at once (notebook 07 does that
-# with `allgather_matmul`).
+# does, the gain is gone on every set of links: the same β part, twice the start-ups (on a
+# switch that is exactly `jaxcoll.cost`). So the bidirectional ring is the better algorithm
+# wherever each direction is a link of its own (TPU torus links, GPUs joined by direct NVLink
+# links), if both directions run at once (notebook 07 does that with `allgather_matmul`).
 #
 # ## Summary
 #

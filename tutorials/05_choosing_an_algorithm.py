@@ -159,7 +159,9 @@ for size in (4 << 10, 4 << 20):
     measured[size] = lesson.median_seconds(programs, x, iters=3)
 
 full = jaxcoll.calibration("cpu")                           # with the per-algorithm factors
+factors = {a: full.factors("allreduce", a) for a in MEASURED[1:]}
 print(f"{'':>8} {'algorithm':<19} {'measured':>9} {'α-β-γ':>9} {'with factors':>13}   (ms)")
+against_fastest = {}
 for size, times in measured.items():
     plain = dict(ranking("allreduce", n, size, cpu))
     fitted = dict(ranking("allreduce", n, size, full))
@@ -167,9 +169,15 @@ for size, times in measured.items():
         model = (f"{plain[name].seconds * 1e3:9.2f} {fitted[name].seconds * 1e3:13.2f}"
                  if name != "xla" else f"{'':>9} {'':>13}")
         print(f"{size_label(size):>8} {name:<19} {t * 1e3:9.2f} {model}")
-factors = {a: full.factors("allreduce", a) for a in MEASURED[1:] + ["naive"]}
-assert factors["halving_doubling"][1] > 2 > 1 > factors["naive"][1]
+    for name, (fa, fb) in factors.items():   # factors x (α part, the rest) of the plain model
+        a_part = terms(name)[0] * cpu.alpha
+        assert np.isclose(fitted[name].seconds, fa * a_part + fb * (plain[name].seconds - a_part))
+    pick, fastest = jaxcoll.choose("allreduce", n, size, full), min(factors, key=times.get)
+    against_fastest[size] = (f"auto picks {pick!r}, measured {times[pick] / times[fastest]:.2f}x "
+                             f"the fastest of the three ({fastest!r})")
+assert jaxcoll.choose("allreduce", n, 4 << 20, full) != jaxcoll.choose("allreduce", n, 4 << 20, cpu)
 print("\nfactors fitted for allreduce (α part, β-γ part):", factors)
+print(*(f"{size_label(size)}: {line}" for size, line in against_fastest.items()), sep="\n")
 
 # %% [markdown]
 # What this can and cannot show. Fake devices are threads of one process sharing one memory
@@ -178,14 +186,15 @@ print("\nfactors fitted for allreduce (α part, β-γ part):", factors)
 # ranking usually shows; at 4 MiB the order of the two bandwidth-optimal algorithms can go
 # either way. Nothing here says anything about GPUs.
 #
-# **The per-algorithm factors** are what `auto` ranks with (`jaxcoll.calibrate(n,
-# primitives=...)` fits, per algorithm, a factor on its α part and one on its β-γ part). They
-# describe how jaxcoll's executor runs on *this runtime*, not a network: halving-doubling's β
-# factor (above 2) is there because its rounds cannot be folded into one loop, so the executor
-# copies the whole buffer between them, which no schedule shows; the naive algorithm's is
-# below 1 because on shared memory a lone sender moves bytes faster than eight at once. So
-# `auto` on this machine may choose otherwise than the plain model, as at 4 MiB below
-# (bench/MODEL.md measures both choices against the fastest).
+# **The per-algorithm factors** are what `auto` ranks with: `jaxcoll.calibrate(n,
+# primitives=...)`, in another run, timed every algorithm at 2 KiB, 128 KiB and 8 MiB and
+# fitted each a factor on its α part and one on its β-γ part. They describe the executor's
+# program on *this runtime*: α and β come from a loop of `ppermute`s of a whole buffer, but
+# the ring's and halving-doubling's rounds also copy the parts they send and receive, which on
+# shared memory costs about what a send does (β factors of 2 or more; recursive doubling,
+# sending its whole buffer, stays near 1). Fitted elsewhere, they need not fit this run, and
+# `auto` may choose otherwise than the plain model, as at 4 MiB, and lose: the lines above
+# print its pick's time against the fastest (bench/MODEL.md, over many sizes).
 #
 # **`auto` is `choose`**: at trace time it prices every algorithm and lowers exactly the
 # program of the cheapest:
@@ -227,7 +236,9 @@ print(f"compiled: psum {dict(psum_ops)}; ring {dict(ring_ops)} (in loops, run {2
 # ## 4. On links: a DGX H100, checked against published numbers
 #
 # `jaxcoll.systems.dgx` builds nodes of 8 GPUs on an NVSwitch with NICs between nodes, with
-# link parameters from NCCL's own topology model (the module documents each source).
+# link parameters from NCCL's own topology model (the module documents each source). Its
+# NVLink α, 3.4 µs, is NCCL's step inside one kernel; `gpu.json` assumes 15 µs per jaxcoll
+# round, a `ppermute` launched on its own (point 1 above).
 # `jaxcoll.simulate` prices a schedule on them, all transfers of a round at once, links shared
 # in a round splitting their bandwidth. The one set of H100 numbers used from here on:
 
@@ -259,13 +270,12 @@ assert np.isclose(costs["bidirectional_ring"].seconds, costs["ring"].seconds)  #
 # section 1's size to a few MiB: α/β is larger here (3.4 µs at 370 GB/s).
 #
 # **The double tree.** NCCL presents its double binary tree as full bandwidth at a latency
-# that grows with log n ([NCCL 2.4][nccl24]), yet the CPU model of section 1 ranks it near
-# the bottom (an earlier version of this notebook: 2.47x the fastest at 16 MiB, in one piece,
-# times the CPU's factor for it). On links, pipelined into k pieces, it approaches **2N·β**:
-# each rank is inside one of the two trees and hears from its two children one after the
-# other through one port. The ring takes 2(n−1)/n·N·β = 1.75·N·β at n = 8, so in this
-# schedule the double tree stays 14% behind, a gap that closes as n grows; and it gets near
-# 2N·β only at large sizes, as every piece adds rounds:
+# that grows with log n ([NCCL 2.4][nccl24]), yet the CPU model of section 1 ranks it near the
+# bottom (2.25x the fastest at 16 MiB, in one piece). On links, pipelined into k pieces, it
+# approaches **2N·β**: each rank is inside one of the two trees and hears from its two
+# children one after the other through one port. The ring takes 2(n−1)/n·N·β = 1.75·N·β at
+# n = 8, so in this schedule the double tree stays 14% behind, a gap that closes as n grows; and
+# it gets near 2N·β only at large sizes, as every piece adds rounds:
 #
 # [nccl24]: https://developer.nvidia.com/blog/massively-scale-deep-learning-training-nccl-2-4/
 
@@ -275,14 +285,19 @@ on_links = {s: dict(ranking("allreduce", n, s, topology=h100)) for s in SIZES}  
 ratios = {s: on_links[s]["double_tree"].seconds / (s * beta_nvlink)
           for s in (16 << 20, 256 << 20, 4 << 30)}
 assert list(ratios.values()) == sorted(ratios.values(), reverse=True) and 2 < ratios[4 << 30] < 2.15
-assert systems.NVLINK_ALPHA / beta_nvlink > cpu.alpha / cpu.beta     # the crossover moved up
+cpu_tree = dict(large)["double_tree"].seconds / large[0][1].seconds
+assert 2.2 < cpu_tree < 2.3                                          # section 1, 16 MiB
+cheapest = {s: min(on_links[s], key=lambda a: on_links[s][a].seconds) for s in SIZES}
+moved = min(s for s in SIZES if cheapest[s] != "recursive_doubling")
+assert star < 1 << 20 < moved <= 8 << 20                             # up to a few MiB
+print(f"double tree on the CPU model: {cpu_tree:.2f}x the fastest at 16 MiB; crossover: "
+      f"{size_label(star)} there, {size_label(moved / 2)}..{size_label(moved)} here")
 for s, r in ratios.items():
     print(f"{size_label(s):>8}: double tree ({on_links[s]['double_tree'].messages:>3} rounds) "
           f"{r:.2f}·N·β, ring {on_links[s]['ring'].seconds / (s * beta_nvlink):.2f}·N·β")
 
 curves = {name: np.array([on_links[s][name].seconds for s in SIZES])
           for name in ("recursive_doubling", "halving_doubling", "ring", "tree", "double_tree")}
-cheapest = {s: min(on_links[s], key=lambda a: on_links[s][a].seconds) for s in SIZES}
 pictures.over_sizes(SIZES, curves, bound=[jaxcoll.bounds("allreduce", n, s, topology=h100).seconds
                                           for s in SIZES],
                     picks=picks(cheapest.get),

@@ -109,7 +109,7 @@ for path, leaf in jax.tree_util.tree_leaves_with_path(params0):
 # The step passes `check_vma=False`, so that `jax.grad` returns each device's own gradient.
 # With the check on, JAX would return the gradient of the replicated parameters already summed
 # over the devices, and a mean on top would give 8 times the mean: notebook 02,
-# [section 7](02_allgather_reduce_scatter.ipynb), shows both and the alternative
+# [section 7](02_allgather_reduce_scatter.ipynb#check-vma), shows both and the alternative
 # (`lax.pcast`).
 
 # %%
@@ -167,16 +167,18 @@ ring_g, pmean_g = averaged_on_every_device(ring_mean), averaged_on_every_device(
 assert (ring_g == ring_g[0]).all() and (pmean_g == pmean_g[0]).all()
 differ = int(np.sum(ring_g[0] != pmean_g[0]))
 scale = np.abs(pmean_g).max()
-np.testing.assert_allclose(ring_g, pmean_g, rtol=0, atol=1e-6 * scale)
+assert 0.3 < differ / ring_g.shape[1] < 0.7                        # about half the values
+assert np.abs(ring_g - pmean_g).max() <= 5e-8 * scale               # by ~3e-8 of the largest
 print(f"every device holds the same bits (ring and pmean alike); ring vs pmean: {differ} of "
       f"{ring_g.shape[1]} values differ, by at most {np.abs(ring_g - pmean_g).max() / scale:.1g} "
       f"of the largest gradient")
 
 # %% [markdown]
 # The ring reduces each chunk once, on one device, then only copies the finished chunk round,
-# so all devices hold the same bits. They differ from `lax.pmean`'s in the last bit here and
-# there because float addition is not associative: the ring adds the 8 contributions in ring
-# order, starting from a different device for each chunk, and XLA in an order of its own.
+# so all devices hold the same bits. They differ from `lax.pmean`'s in about half the values,
+# by at most ~3e-8 of the largest gradient, because float addition is not associative: the
+# ring adds the 8 contributions in ring order, starting from a different device for each
+# chunk, and XLA in an order of its own.
 
 # %%
 v = np.random.default_rng(2).normal(size=8).astype(np.float32)   # one value from each device
@@ -257,7 +259,8 @@ print(f"lax.pmean: {in_jax} all-reduces as JAX lowers it, {in_xla} after XLA's c
 #
 # **What buckets are worth.** The bytes are the same either way; the difference is a start-up
 # per `ppermute`. We price it in the α-β-γ model with the CPU calibration, and on the links of
-# one DGX H100 (`jaxcoll.systems`, notebook 05):
+# one DGX H100 (`jaxcoll.systems`, notebook 05), whose α of 3.4 µs is NCCL's step inside one
+# kernel (`gpu.json` assumes 15 µs per jaxcoll round, a `ppermute` launched on its own):
 
 # %%
 ring8 = jaxcoll.schedule("allreduce", "ring", n_devices)
