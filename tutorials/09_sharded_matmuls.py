@@ -10,8 +10,8 @@
 # # 09 · Collectives in sharded matmuls
 #
 # The earlier notebooks asked how to run a collective. This one asks where a model's
-# collectives come from. Most of them are there because a sharded matrix multiply needs
-# them, and a short notation tells you which one.
+# collectives come from: mostly from sharded matrix multiplies, and a short notation tells
+# you which one each needs.
 #
 # **What you will learn**
 #
@@ -19,17 +19,14 @@
 #   [sharding chapter](https://jax-ml.github.io/scaling-book/sharding/)): `A[I_X, J]`, partial
 #   sums `{U_X}`, and four rules: AllGather removes a subscript, ReduceScatter adds one,
 #   AllReduce removes a partial sum, AllToAll moves a subscript;
-# - the book's cases of a sharded matmul: no communication, AllGather first, or a local
-#   matmul followed by a reduction;
-# - tensor parallelism (the Megatron MLP), with and without sequence parallelism;
-# - FSDP (ZeRO-3): why `jax.grad` turns the forward AllGather into a ReduceScatter, and why
-#   FSDP moves 1.5 times the bytes of data parallelism, read off jaxcoll's cost model;
-# - mixture of experts: an AllToAll sends tokens to their experts and another brings them back;
-# - Ulysses sequence parallelism: attention with two AllToAlls, and its bytes against ring
-#   attention's.
+# - the three cases of a sharded matmul;
+# - the Megatron MLP, with and without sequence parallelism;
+# - FSDP: `jax.grad` turns its AllGather into a ReduceScatter, and it moves 1.5 times the
+#   bytes of data parallelism;
+# - mixture of experts and Ulysses attention, built on AllToAll.
 #
-# **Prerequisites**: notebook 02 (AllGather, ReduceScatter). Notebook 07 helps with section 6.
-# Every sharded result is checked against the same computation done unsharded with `jnp`.
+# **Prerequisites**: notebook 02 (AllGather, ReduceScatter, and its section 7 on
+# `check_vma`). Every sharded result is checked against the unsharded computation.
 
 # %%
 import os
@@ -46,33 +43,22 @@ from jax import lax
 from jax.sharding import Mesh, PartitionSpec as P
 
 import jaxcoll
+from lesson import collectives_in, n, small_integers as ints  # tutorials/lesson.py: plumbing
 
-n = 8
 mesh = Mesh(np.array(jax.devices()), ("X",))                      # a line of 8 devices
 grid = Mesh(np.array(jax.devices()).reshape(2, 4), ("X", "Y"))    # the same 8 as a 2 x 4 grid
 rng = np.random.default_rng(0)
 
 
-def ints(*shape):
-    """Small integers as float32: sums and matmuls of them are exact in any order."""
-    return rng.integers(-3, 4, shape).astype(np.float32)
-
-
 def sharded(in_specs, out_specs, mesh=mesh):
-    """Decorator: jit(shard_map(fn)): fn runs on every device, on that device's shards."""
+    """Decorator: jit(shard_map(fn)), fn running on each device's shards."""
     return lambda fn: jax.jit(jax.shard_map(fn, mesh=mesh, in_specs=in_specs,
                                             out_specs=out_specs))
 
 
 def jaxcoll_calls(program, *args):
-    """The jaxcoll collectives in program's jaxpr (tracing only, nothing runs), in order."""
+    """The jaxcoll collectives in program's jaxpr (traced, not run), in order."""
     return re.findall(r"jaxcoll_(\w+)", str(jax.make_jaxpr(program)(*args)))
-
-
-def every_device_holds(copies, want):
-    """copies: (devices, ...), one row per device: assert each equals want exactly."""
-    for copy in np.asarray(copies):
-        np.testing.assert_array_equal(copy, want)
 
 # %% [markdown]
 # ## 1. The notation and its four rules
@@ -84,14 +70,12 @@ def every_device_holds(copies, want):
 #
 # One more state: `A[I, J]{U_X}`, **unreduced**. Every device on X holds an array of the full
 # shape, and A is their **sum**. You get one whenever devices multiply their own slices of a
-# contracting dimension: each product is a partial sum. (Recent JAX can type this state,
-# `P(unreduced={"X"})`; here, as in the earlier notebooks, it is just each device's own array.)
-#
-# Each collective moves between these states:
+# contracting dimension: each product is a partial sum. Each collective moves between these
+# states:
 
 # %%
-A = ints(16, 16)
-parts = ints(n, 16, 16)         # parts[k]: device k's addend; the unreduced array is their sum
+A = ints(16, 16, seed=1)
+parts = ints(n, 16, 16, seed=2)  # parts[k]: device k's addend; the unreduced array is their sum
 
 
 @sharded(P("X"), P("X"))
@@ -114,21 +98,19 @@ def alltoall_rule(a):           # A[I, J_X] -> A[I_X, J]; a: (16, 2), this devic
     return jaxcoll.alltoall(a, "X", split_dim=0, concat_dim=1, tiled=True)  # (2, 16)
 
 
-every_device_holds(allgather_rule(A).reshape(n, 16, 16), A)
+np.testing.assert_array_equal(allgather_rule(A), np.broadcast_to(A, (n, 16, 16)))  # 8 copies
 np.testing.assert_array_equal(reduce_scatter_rule(parts), parts.sum(0))
 np.testing.assert_array_equal(allreduce_rule(parts), parts.sum(0))
 np.testing.assert_array_equal(alltoall_rule(A), A)
 print("each of the four changes only where the values live, not what they are")
 
 # %% [markdown]
-# After an AllGather every device holds the same values, but JAX types the result as varying
-# per device, as it types `lax.all_gather`'s, so `allgather_rule` returns every device's copy
-# and all 8 are compared. An AllReduce's result is typed as the same on every device (as
-# `lax.psum`'s), so `out_specs=P()` is accepted.
+# `allgather_rule` returns every device's copy, not `P()`, because JAX types an AllGather's
+# result as varying per device
+# ([notebook 02, section 7](02_allgather_reduce_scatter.ipynb#check-vma)).
 #
-# What each costs per device, read off jaxcoll's schedules with `jaxcoll.cost`. With α = 0
-# and β = 1 its "seconds" are bytes. N is the array a device ends with (AllGather) or starts
-# from (the others):
+# What each costs per device, from `jaxcoll.cost` with α = 0 and β = 1 (its "seconds" are
+# then bytes). N is the array a device ends with (AllGather) or starts from (the others):
 
 # %%
 def bytes_sent(primitive, algorithm, nbytes, ranks=n):
@@ -146,24 +128,22 @@ for primitive, algorithm in [("allgather", "ring"), ("reduce_scatter", "ring"),
 assert bytes_sent("alltoall", "naive", N / n) == bytes_sent("allgather", "ring", N) / n
 
 # %% [markdown]
-# (n-1)/n·N for each of AllGather, ReduceScatter and AllToAll, and twice that for AllReduce,
-# which is one ReduceScatter and one AllGather. Each algorithm here meets the lower bound from
-# `jaxcoll.bounds`. Mind what N is: for `A[I_X, J] -> A[I, J]` it is the whole of A, but for
-# `A[I, J_X] -> A[I_X, J]` one device's shard. So moving a subscript costs 1/n of what
-# removing it does (the last assert). The book, on TPU rings where a block travels several
-# hops, gets 1/4 instead; jaxcoll's model has a direct link between every pair of devices.
+# (n-1)/n·N for each of AllGather, ReduceScatter and AllToAll, and twice that for AllReduce
+# (a ReduceScatter then an AllGather), each at the lower bound of `jaxcoll.bounds`. Mind what
+# N is: for `A[I_X, J] -> A[I, J]` the whole of A, for `A[I, J_X] -> A[I_X, J]` one shard. So
+# moving a subscript costs 1/n of removing it (the last assert). The book gets 1/4 on TPU
+# rings, where a block travels several hops; jaxcoll's model links every pair of devices.
 #
 # ## 2. The cases of a sharded matmul
 #
-# In `C[I, K] = A[I, J] · B[J, K]`, J is the **contracting** dimension. The book sorts sharded
-# matmuls by what happens to J.
+# In `C[I, K] = A[I, J] · B[J, K]`, J is the **contracting** dimension, and the cases are
+# about J.
 #
-# **Case 1: J is sharded on neither side.** Each device multiplies what it holds, and the
-# other subscripts carry over: `A[I_X, J] · B[J, K_Y] -> C[I_X, K_Y]`, with no communication.
-# On the 2 x 4 grid, device (x, y) computes block (x, y) of C:
+# **Case 1: J is sharded on neither side.** The other subscripts carry over, with no
+# communication: `A[I_X, J] · B[J, K_Y] -> C[I_X, K_Y]`. On the 2 x 4 grid:
 
 # %%
-A, B = ints(8, 16), ints(16, 8)
+A, B = ints(8, 16, seed=3), ints(16, 8, seed=4)
 
 
 @sharded((P("X", None), P(None, "Y")), P("X", "Y"), mesh=grid)
@@ -176,9 +156,8 @@ assert jaxcoll_calls(case1, A, B) == []
 print("case 1: C[I_X, K_Y] with no collective")
 
 # %% [markdown]
-# **Case 2: J is sharded on one side.** In `A[I, J_X] · B[J, K]`, device k holds A's k-th
-# block of columns and all of B. Gather A's J first (`A[I, J_X] -> A[I, J]`), and case 1
-# applies:
+# **Case 2: J is sharded on one side**, `A[I, J_X] · B[J, K]`. Gather it first
+# (`A[I, J_X] -> A[I, J]`), and case 1 applies:
 
 # %%
 @sharded((P(None, "X"), P()), P("X"))
@@ -187,14 +166,13 @@ def case2(a, b):                # a: (8, 2), b: (16, 8)
     return (a @ b)[None]        # C[I, K], this device's copy: (1, 8, 8)
 
 
-every_device_holds(case2(A, B).reshape(n, 8, 8), A @ B)
+np.testing.assert_array_equal(case2(A, B), np.broadcast_to(A @ B, (n, 8, 8)))
 print("case 2:", jaxcoll_calls(case2, A, B))
 
 # %% [markdown]
-# **Case 3: J is sharded the same way on both sides.** In `A[I, J_X] · B[J_X, K]`, device k
-# holds matching slices of J and can multiply them. But its product only sums over its slice
-# of J: `C[I, K]{U_X}`. An AllReduce gives `C[I, K]` on every device, and a ReduceScatter
-# gives `C[I, K_X]` for half the bytes:
+# **Case 3: J is sharded the same way on both sides**, `A[I, J_X] · B[J_X, K]`. Each device
+# multiplies its slices, and its product sums over its slice of J only: `C[I, K]{U_X}`. An
+# AllReduce gives `C[I, K]`, a ReduceScatter `C[I, K_X]` for half the bytes:
 
 # %%
 @sharded((P(None, "X"), P("X", None)), P())
@@ -213,9 +191,8 @@ print("case 3:", jaxcoll_calls(case3_allreduce, A, B), "or",
       jaxcoll_calls(case3_reduce_scatter, A, B))
 
 # %% [markdown]
-# The book has a fourth case: `A[I_X, J] · B[J, K_X]` would give `C[I_X, K_X]`, with X used
-# twice, and a mesh axis can shard only one dimension of an array. One operand must be
-# gathered first (case 2 again).
+# (The book's fourth case, `A[I_X, J] · B[J, K_X]`, would give `C[I_X, K_X]`, but one mesh
+# axis can shard only one dimension of an array: one operand is gathered first.)
 #
 # ## 3. Tensor parallelism: the Megatron MLP
 #
@@ -227,13 +204,12 @@ print("case 3:", jaxcoll_calls(case3_allreduce, A, B), "or",
 # - relu works element by element, and every element of H is whole on its device.
 # - `H[B, F_X] · W2[F_X, D] -> Y[B, D]{U_X}`: case 3, so one AllReduce.
 #
-# One collective per MLP, and none in the middle, which is why the layout is chosen this way.
-# Sharding W1 by rows would leave H unreduced, and relu of a partial sum is not the relu of
-# the sum.
+# One collective per MLP, none in the middle. Sharding W1 by rows instead would leave H
+# unreduced, and relu of a partial sum is not the relu of the sum.
 
 # %%
 batch, D, F = 16, 16, 64        # tokens, model width, hidden width
-X_tp, W1, W2 = ints(batch, D), ints(D, F), ints(F, D)
+X_tp, W1, W2 = ints(batch, D, seed=5), ints(D, F, seed=6), ints(F, D, seed=7)
 reference = jax.nn.relu(X_tp @ W1) @ W2
 
 
@@ -248,14 +224,14 @@ print("Megatron MLP:", jaxcoll_calls(megatron_mlp, X_tp, W1, W2))
 
 # %% [markdown]
 # The backward pass has one AllReduce too: each device's gradient for the replicated X covers
-# only its slice of F, so the devices' gradients must be summed (Megatron's `f` operator).
-# Under `shard_map`'s default `check_vma=True`, JAX inserts that sum itself, as a `psum`
-# (notebook 06; section 7 counts it).
+# only its slice of F (Megatron's `f` operator). JAX inserts that sum itself, as a `psum`
+# ([notebook 02, section 7](02_allgather_reduce_scatter.ipynb#check-vma); section 7 here
+# counts it).
 #
-# **Sequence parallelism** (Korthikanti et al., 2022) splits that AllReduce into its two
-# halves. Between MLPs the activations stay sharded over the tokens, `X[B_X, D]`, so the layer
-# norms and dropouts in between run on 1/8 of the tokens and store 1/8 of the activations.
-# The MLP gathers its input and reduce-scatters its output:
+# **Sequence parallelism** (Korthikanti et al., 2022) splits that AllReduce into its halves.
+# Between MLPs the activations stay sharded over the tokens, `X[B_X, D]`, so the layer norms
+# and dropouts in between work on 1/8 of them. The MLP gathers its input and reduce-scatters
+# its output:
 
 # %%
 @sharded((P("X"), P(None, "X"), P("X", None)), P("X"))
@@ -287,15 +263,14 @@ print("AllGather + ReduceScatter send exactly the bytes of the AllReduce they re
 #   `dW[D, F]{U_X}`, a partial sum. A ReduceScatter gives each device the gradient of its own
 #   shard, `dW[D_X, F]`, and that shard is all it updates.
 #
-# Nobody writes that ReduceScatter by hand. It is the **transpose** of the AllGather: the
-# AllGather copies a device's shard to everyone, so its gradient sums what everyone computed
-# for that shard and sends the sum back to the shard's owner. jaxcoll's allgather is a JAX
-# primitive whose transpose rule is a reduce_scatter (on the dual schedule: the ring
-# backwards), so `jax.grad` writes it for us:
+# Nobody writes that ReduceScatter. It is the **transpose** of the AllGather: the AllGather
+# copies a device's shard to everyone, so its gradient sums what everyone computed for that
+# shard and sends the sum to the shard's owner. jaxcoll's allgather is a JAX primitive whose
+# transpose rule is a reduce_scatter, so `jax.grad` writes it for us:
 
 # %%
 D, F = 32, 16
-X_fsdp, W = ints(16, D), ints(D, F) / 8  # 16 examples; W / 8 keeps tanh from saturating
+X_fsdp, W = ints(16, D, seed=8), ints(D, F, seed=9) / 64  # 16 examples; / 64: tanh unsaturated
 
 
 def fsdp_loss(w, x):                    # w: W[D_X, F], (4, 16); x: X[B_X, D], (2, 32)
@@ -309,19 +284,22 @@ np.testing.assert_allclose(fsdp_grad(W, X_fsdp), want, rtol=1e-5, atol=1e-5)
 print("FSDP gradient:", jaxcoll_calls(fsdp_grad, W, X_fsdp))
 
 # %% [markdown]
-# Written that way, the gathered W stays in memory from the forward until the backward has
-# used it. Real FSDP frees it after the forward and gathers it again in the backward, one
-# layer at a time, so only one layer's W is ever whole. In JAX that is `jax.checkpoint`: the
-# backward recomputes the forward, AllGather included, and the traced program gathers W
-# twice. (In this one-layer toy XLA then drops the forward's AllGather, whose only use is the
-# loss that `jax.grad` throws away; in a real network its result feeds the next layer.)
+# Written that way, the gathered W stays in memory until the backward has used it. Real FSDP
+# frees it after the forward and gathers it again in the backward, so only one layer's W is
+# ever whole. In JAX that is `jax.checkpoint`: the backward recomputes the forward, AllGather
+# included, and the traced program gathers W twice. In this one-layer toy XLA then drops the
+# forward's AllGather, whose only use is the loss `jax.grad` throws away: the compiled
+# program has the same collectives as the one without `jax.checkpoint` (in a real network
+# the forward's result feeds the next layer, and both AllGathers stay).
 
 # %%
 fsdp_grad_remat = sharded((P("X"), P("X")), P("X"))(jax.grad(jax.checkpoint(fsdp_loss)))
 np.testing.assert_allclose(fsdp_grad_remat(W, X_fsdp), want, rtol=1e-5, atol=1e-5)
 counted = Counter(jaxcoll_calls(fsdp_grad_remat, W, X_fsdp))
 assert counted == {"allgather": 2, "reduce_scatter": 1}
-print("FSDP gradient, weights gathered again in the backward:", dict(counted))
+compiled = collectives_in(fsdp_grad_remat, W, X_fsdp)  # the optimized HLO's collective ops
+assert compiled == collectives_in(fsdp_grad, W, X_fsdp)  # the forward's AllGather is gone
+print("traced:", dict(counted), "compiled:", dict(compiled), "as without jax.checkpoint")
 
 # %% [markdown]
 # Two AllGathers and a ReduceScatter per step, each (n-1)/n of the weights' N bytes, against
@@ -338,27 +316,18 @@ for ranks in (2, 8, 64):
           f"data parallel {data_parallel / 2**20:6.1f} MiB: x{fsdp / data_parallel:.2f}")
 
 # %% [markdown]
-# That is 1.5 times the bytes, in exchange for weights, gradients and optimizer state taking
-# 1/n of the memory each, plus one layer gathered at a time. Because each layer's AllGather
-# can start while the layer before it computes, the extra bytes are often hidden. ZeRO-2
-# (`examples/zero_sharded.py`) keeps whole weights and sends 2(n-1)/n·N, the same bytes as
-# data parallelism.
+# 1.5 times the bytes, for weights, gradients and optimizer state in 1/n of the memory. Each
+# layer's AllGather can start while the layer before computes, so the extra bytes are often
+# hidden. ZeRO-2 (`examples/zero_sharded.py`) keeps whole weights and sends data
+# parallelism's 2(n-1)/n·N.
 #
 # ## 5. Mixture of experts: AllToAll there and back
 #
-# An MoE layer has E expert MLPs, and a router sends each token to one of them (top-1, as in
-# Switch Transformer). With one expert per device, a token's expert usually lives on another
-# device. The layer:
-#
-# 1. **route**: each device sorts its tokens into a buffer `[E, C, D]`: C slots per expert
-#    (the *capacity*), unused slots zero;
-# 2. **dispatch**: AllToAll. Block e of every device's buffer goes to device e, which now
-#    holds the tokens every device sent to its expert. Seen as one array `buf[S, E, C, D]`,
-#    S the device a token comes from, it moves a subscript: `buf[S_X, E, C, D] ->
-#    buf[S, E_X, C, D]`;
-# 3. **expert**: device e applies expert e to all of them;
-# 4. **combine**: the same AllToAll backwards returns each result to the device its token
-#    came from, which puts it back in token order, times the router's gate.
+# A router sends each token to one of E expert MLPs (top-1, as in Switch Transformer), one
+# expert per device. Each device sorts its tokens into a buffer `[E, C, D]`, C slots per
+# expert (the *capacity*). An AllToAll sends block e to device e: `buf[S_X, E, C, D] ->
+# buf[S, E_X, C, D]`, S the device a token comes from. Device e applies expert e, and the
+# same AllToAll brings the results back, to be put in token order and scaled by the gate.
 
 # %%
 E, T, D = n, 16, 8              # experts (one per device), tokens per device, model width
@@ -408,24 +377,18 @@ print("MoE layer:", jaxcoll_calls(moe_layer(jaxcoll_alltoall), tokens, router, e
 print("tokens per expert:", np.bincount(chosen, minlength=E))
 
 # %% [markdown]
-# An AllToAll only moves values, so jaxcoll's layer is bit for bit the one built on
-# `lax.all_to_all`. Each AllToAll sends (n-1)/n of the `[E, C, D]` buffer (section 1): the
-# only block that stays is the one for the device's own expert. The backward pass has two
-# more, because the transpose of an AllToAll is an AllToAll.
-#
-# The buffer counts slots, not tokens: E·C slots for T tokens. Here C = T, so nothing can be
-# dropped, but the buffer is 8 times the tokens. Real models take C = capacity factor ·
-# T/E (such as 1.25 T/E) and drop the tokens that overflow their expert's queue. `route` does
-# that already: `one_hot(slot, C)` is all zeros for slot >= C.
+# An AllToAll only moves values, so the layer equals `lax.all_to_all`'s bit for bit. Each
+# sends (n-1)/n of the buffer, and the backward has two more (an AllToAll's transpose is an
+# AllToAll). Here C = T, so no token is dropped but the buffer is E = 8 times the tokens; real
+# models take C ≈ 1.25 T/E and drop the overflow, as `route` would (`one_hot(slot, C)` is
+# zero for slot >= C).
 #
 # ## 6. Sequence parallelism with AllToAll (Ulysses)
 #
-# Attention mixes tokens, so sharding the sequence, `Q[S_X, H, Dh]` (S tokens, H heads of
-# width Dh), does not give a local computation: every query needs every key. But heads do not
-# mix. DeepSpeed-Ulysses (Jacobs et al., 2023) moves the subscript from S to H with an
-# AllToAll, `[S_X, H, Dh] -> [S, H_X, Dh]`, runs ordinary attention on its H/n heads over
-# the whole sequence, and moves it back. Q, K and V go in one jaxcoll call: a pytree of
-# leaves of one dtype travels in one bucket, so one collective.
+# With the sequence sharded, `Q[S_X, H, Dh]`, every query still needs every key, but heads do
+# not mix. DeepSpeed-Ulysses (Jacobs et al., 2023) moves the subscript from S to H with an
+# AllToAll, `[S_X, H, Dh] -> [S, H_X, Dh]`, runs attention on its H/n heads, and moves it
+# back. Q, K and V travel in one call (one bucket, one collective).
 
 # %%
 S, H, Dh = 64, 8, 4
@@ -450,12 +413,9 @@ assert jaxcoll_calls(ulysses, Q, K, V) == ["alltoall", "alltoall"]
 print("Ulysses attention equals full attention, with", jaxcoll_calls(ulysses, Q, K, V))
 
 # %% [markdown]
-# Ring attention (notebook 07) shards the sequence too, but keeps the heads and passes K and
-# V around the ring instead: an AllGather of K and V that is never materialized. Per device
-# and layer, with L the bytes of one device's Q (also of its K, V or output):
-#
-# - Ulysses: (n-1)/n of 3L (Q, K, V), plus (n-1)/n of L (the output).
-# - Ring: (n-1)/n of K and V gathered from all n devices, i.e. (n-1) · 2L.
+# Ring attention (notebook 07) instead passes K and V around the ring, an AllGather never
+# materialized. With L the bytes of one device's Q: Ulysses sends (n-1)/n of 4L (Q, K, V and
+# the output), ring attention (n-1)·2L:
 
 # %%
 L = S // n * H * Dh * 4                 # bytes of one device's Q
@@ -468,18 +428,16 @@ for ranks in (2, 4, 8):
           f"per device (x{ring_bytes / ulysses_bytes:.0f})")
 
 # %% [markdown]
-# For a fixed L (the sequence growing with n), Ulysses sends less than 4L per device whatever
-# n is, while ring attention's 2(n-1)L grows with n: ring/Ulysses = n/2. Ulysses has two
-# limits. It shards heads, so n can be at most H (with grouped-query attention, the number of
-# KV heads). And its AllToAlls cannot overlap with the attention, which waits for them. Ring
-# attention works for any n, and its transfers run beside the block computations (notebook
-# 07). Long-context systems often combine them: Ulysses inside a node, ring across nodes.
+# Ring/Ulysses = n/2. But Ulysses needs n <= H (the KV heads, with grouped-query attention),
+# and attention waits for its AllToAlls, while ring attention's transfers overlap the blocks'
+# compute (notebook 07). Long-context systems often use Ulysses inside a node, ring across.
 #
 # ## 7. Summary: a forward and a backward pass of each
 #
-# `jax.grad` of each layer above, with respect to all its inputs, traced (nothing runs).
-# JAX's own `psum` counts too: under `check_vma=True` it sums the gradient of every
-# replicated input (notebook 06), which is data parallelism's AllReduce.
+# `jax.grad` of each layer above, with respect to all its inputs, traced. JAX's own `psum`
+# counts too: it sums the gradient of every replicated input
+# ([notebook 02, section 7](02_allgather_reduce_scatter.ipynb#check-vma)), which is data
+# parallelism's AllReduce.
 
 # %%
 def step_collectives(program, *args):
@@ -517,10 +475,9 @@ for name, program, args, expected in layers:
 # | mixture of experts | AllToAll, AllToAll | AllToAll, AllToAll | 4(n-1)/n · buffer |
 # | Ulysses attention | AllToAll (Q, K, V), AllToAll (out) | the same, transposed | 8(n-1)/n · L |
 #
-# The backward is the forward transposed: an AllGather becomes a ReduceScatter and the other
-# way round, an AllToAll stays an AllToAll, and every replicated input's gradient needs an
-# AllReduce (the mixture of experts' `psum` is the router's). Each of them can run any jaxcoll
-# algorithm, so the earlier notebooks' question, which algorithm, applies to every one.
+# The backward is the forward transposed: AllGather and ReduceScatter swap, AllToAll stays,
+# and every replicated input's gradient needs an AllReduce (the MoE `psum` is the router's).
+# Each can run any jaxcoll algorithm, so the earlier notebooks' question applies to all.
 #
 # ## Try it
 #
@@ -548,7 +505,7 @@ def my_matmul(a, b):            # a: (4, 4), b: (4, 8): this device's blocks
 
 
 def check_exercise(matmul):
-    A, B = ints(8, 16), ints(16, 8)
+    A, B = ints(8, 16, seed=10), ints(16, 8, seed=11)
     program = sharded((P("X", "Y"), P("Y", None)), P("X", None), mesh=grid)(matmul)
     try:
         got = program(A, B)

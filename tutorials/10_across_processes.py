@@ -44,6 +44,7 @@ import tempfile
 from pathlib import Path
 
 import jaxcoll
+from lesson import size_label                # tutorials/lesson.py: the notebooks' plumbing
 
 PROCESSES = 4                                # processes for the correctness run
 DEMO = Path("_across_processes_demo.py").resolve()  # the script each process runs
@@ -51,14 +52,21 @@ DEMO = Path("_across_processes_demo.py").resolve()  # the script each process ru
 CLEAN_ENV = {key: value for key, value in os.environ.items() if not key.startswith("JAX_")}
 
 
-def launch(nproc, *command, devices_per_proc=1):
-    """Run `command` as nproc processes under jaxcoll.launch; return their output (exit 0)."""
-    done = subprocess.run(
-        [sys.executable, "-m", "jaxcoll.launch", "--nproc", str(nproc),
-         "--devices-per-proc", str(devices_per_proc), "--timeout", "240", "--", *command],
-        capture_output=True, text=True, timeout=300, env=CLEAN_ENV)
+def launch(nproc, *command):
+    """Run `command` as nproc one-device processes under jaxcoll.launch; their output."""
+    done = subprocess.run([sys.executable, "-m", "jaxcoll.launch", "--nproc", str(nproc),
+                           "--devices-per-proc", "1", "--timeout", "240", "--", *command],
+                          capture_output=True, text=True, timeout=300, env=CLEAN_ENV)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     return done.stdout
+
+
+def medians(path):
+    """(meta, {(size, algorithm): median µs}) from a jaxcoll.bench --json file, all exact."""
+    report = json.loads(Path(path).read_text())
+    assert all(row["wrong"] == 0 for row in report["results"])
+    return report["meta"], {(row["size"], row["algorithm"]): row["time_us_median"]
+                            for row in report["results"]}
 
 # %% [markdown]
 # ## 1. The launcher
@@ -191,38 +199,48 @@ print(launch(TIMED, *bench, "--json", str(scratch / "many.json")))
 
 # %% [markdown]
 # That is process 0's table (with gloo's connection messages). Side by side with the
-# one-process run, in microseconds:
+# one-process run, in microseconds, followed by what n this machine allowed and which
+# algorithms have the same rounds and bytes on that many ranks (the model cannot tell those
+# apart, and neither could a table of them):
 
 # %%
-def medians(path):
-    """{(size, algorithm): median µs} from a jaxcoll.bench --json file; checks #wrong."""
-    report = json.loads(Path(path).read_text())
-    assert all(row["wrong"] == 0 for row in report["results"])  # every result exact
-    return report["meta"], {(row["size"], row["algorithm"]): row["time_us_median"]
-                            for row in report["results"]}
-
-
 (one_meta, one), (many_meta, many) = medians(scratch / "one.json"), medians(scratch / "many.json")
 assert (one_meta["processes"], many_meta["processes"]) == (1, TIMED)
-print(f"allreduce on {TIMED} ranks: median µs per call (ring/psum: the ring's time over psum's)")
-print(f"{'':>8} | {'one process':^35} | {f'{TIMED} processes (gloo, TCP)':^35}")
-print(f"{'size':>8} |" + " |".join([f"{'psum':>8} {'ring':>8} {'auto':>8} {'ring/psum':>9}"] * 2))
-for size in sorted({size for size, _ in one}):
-    cells = []
-    for table in (one, many):
-        psum, ring_, auto = (table[size, name] for name in ("xla", "ring", "auto"))
-        cells.append(f"{psum:8.0f} {ring_:8.0f} {auto:8.0f} {ring_ / psum:9.2f}")
-    print(f"{size // 1024:>4} KiB |" + " |".join(cells))
+sizes = sorted({size for size, _ in one})
+print(f"allreduce, median µs per call: one process | {TIMED} processes (gloo over TCP)")
+print(f"{'size':>9} |" + " |".join([f"{'psum':>7} {'ring':>7} {'auto':>7} {'ring/psum':>9}"] * 2))
+for size in sizes:
+    cells = [" ".join(f"{table[size, name]:7.0f}" for name in ("xla", "ring", "auto"))
+             + f" {table[size, 'ring'] / table[size, 'xla']:9.2f}" for table in (one, many)]
+    print(f"{size_label(size):>9} |" + " |".join(cells))
+
+alike = {}  # (rounds, bytes each rank sends for a 1-byte buffer): the algorithms with them
+for name in set(jaxcoll.algorithms("allreduce")) - {"auto", "xla", "hierarchical"}:
+    schedule = jaxcoll.schedule("allreduce", name, TIMED)  # (hierarchical needs a 2-D mesh)
+    sent = jaxcoll.cost(schedule, 1.0, alpha=0.0, beta=1.0).bytes_sent
+    alike.setdefault((schedule.n_rounds, sent), []).append(name)
+print(f"\nn = {TIMED} ranks ({cores} cores here): {len(alike)} distinct (rounds, bytes) among "
+      f"{sum(map(len, alike.values()))} algorithms")
+for (rounds, sent), names in sorted(alike.items()):
+    print(f"  rounds {rounds}, {sent:.2f} N sent per rank: {', '.join(sorted(names))}")
+
+gloo = jaxcoll.calibration("gloo")
+assert gloo.per_algorithm == () and gloo.links == "shared"  # one medium, one fit for all
 for transport in ("cpu", "gloo"):
     print(f"auto picks with the {transport} calibration:",
-          {f"{size // 1024} KiB": jaxcoll.choose("allreduce", TIMED, size,
-                                                 jaxcoll.calibration(transport))
-           for size in sorted({size for size, _ in one})})
+          {size_label(size): jaxcoll.choose("allreduce", TIMED, size,
+                                            jaxcoll.calibration(transport)) for size in sizes})
 
 # %% [markdown]
 # How to read it (the numbers above are from this machine on this run, so check them against
 # what follows rather than trusting the words):
 #
+# - **n**: one process per core at most, so the table is for the n printed under it, which
+#   can be far below 8. The fewer the ranks, the fewer distinct schedules (listed under the
+#   table): on 2 ranks all but recursive doubling are two rounds sending N per rank, so
+#   there the table compares psum's one gloo call with the ring's 2(n-1) `ppermute`s, not
+#   algorithms. [bench/RESULTS.md](../bench/RESULTS.md) section 9 times them all on 8
+#   processes.
 # - **One process**: `psum` is a single in-memory reduction, and the ring pays 2(n-1)
 #   rendezvous and copies, so ring/psum is above 1 (notebooks 01 and 05 measure it on 8
 #   devices).
@@ -234,9 +252,9 @@ for transport in ("cpu", "gloo"):
 #   across processes with `gloo.json`, measured by `jaxcoll.calibrate(links="shared")` under
 #   the launcher on 8 processes of this machine. There every message crosses one medium, the
 #   host's cores and memory, so a round costs α + (its messages) x overhead + (all its bytes)
-#   x β, whichever ranks they join, and the fit needs no per-algorithm factors
-#   (`jaxcoll.explain` prints it). Calibrate on your own links the same way and pass the result
-#   to `jaxcoll.set_calibration`.
+#   x β, whichever ranks they join, and the fit needs no per-algorithm factors (asserted
+#   above: `per_algorithm == ()`, `links == "shared"`; `jaxcoll.explain` prints it).
+#   Calibrate on your own links the same way and pass the result to `jaxcoll.set_calibration`.
 # - **Noise**: this machine is shared. The interquartile ranges in the table above say how
 #   far to trust each median. None of the comparisons is asserted.
 #
