@@ -23,9 +23,9 @@
 #
 # **Prerequisites**: notebooks 01 and 02 (the ring, AllGather and ReduceScatter).
 #
-# The seed lecture (`shared/seed/000_67aa4e9e96814775.txt`, section 3.2) says of splitting
-# AllReduce into ReduceScatter + AllGather: *"中间可以跟计算重叠"* — "in between, it can overlap
-# with computation". Notebook 02 showed the bytes don't halve; this notebook shows the overlap.
+# The lecture this project grew from says that splitting AllReduce into ReduceScatter +
+# AllGather lets computation overlap with what happens in between. Notebook 02 showed the
+# bytes don't halve; this notebook shows the overlap.
 #
 # **Notation**: n = ranks (8), each rank's x is `(rows, k)`, w is `(k, p)`.
 
@@ -36,31 +36,15 @@ import jax
 jax.config.update("jax_num_cpu_devices", 8)  # 8 fake CPU devices; must come before any JAX work
 
 import re
-import statistics
-import time
-from functools import partial
 
 import jax.numpy as jnp
 import matplotlib.pyplot as plt
 import numpy as np
 from jax import lax
-from jax.sharding import Mesh, PartitionSpec as P
 
 import jaxcoll
-
-AXIS = "tp"
-n = 8
-mesh = Mesh(np.array(jax.devices()[:n]), (AXIS,))
-
-
-def per_rank(fn):
-    """jit(shard_map(fn)): every argument and result sharded by rows over the ranks."""
-    return jax.jit(jax.shard_map(fn, mesh=mesh, in_specs=P(AXIS), out_specs=P(AXIS)))
-
-
-def ints(shape, seed):
-    """Small integers as float32: sums of their products are exact in any order."""
-    return np.random.default_rng(seed).integers(-3, 4, size=shape).astype(np.float32)
+import lesson                                 # tutorials/lesson.py: the plumbing the notebooks share
+from lesson import AXIS, by_rows, n, small_integers   # by_rows: every argument split by rows
 
 # %% [markdown]
 # ## 1. Collective matmul by hand
@@ -92,10 +76,10 @@ def reference(x_block, w):
 
 
 rows, k, p = 4, 6, 5
-x = ints((n * rows, k), 0)                  # rank r holds rows r*rows .. (r+1)*rows - 1
-w = np.tile(ints((k, p), 1), (n, 1))        # every rank holds the same w
-want = per_rank(reference)(x, w)
-assert np.array_equal(per_rank(allgather_matmul_by_hand)(x, w), want)
+x = small_integers(n * rows, k)             # rank r holds rows r*rows .. (r+1)*rows - 1
+w = np.tile(small_integers(k, p, seed=1), (n, 1))   # every rank holds the same w
+want = by_rows(reference)(x, w)
+assert np.array_equal(by_rows(allgather_matmul_by_hand)(x, w), want)
 print("by hand == all_gather @ w; each rank's result:", (n * rows, p),
       "- stacked over the 8 ranks by out_specs:", want.shape)
 
@@ -109,12 +93,12 @@ print("by hand == all_gather @ w; each rank's result:", (n * rows, p),
 # sends which block in which round) rather than written out again:
 
 # %%
-ours = per_rank(lambda x, w: jaxcoll.allgather_matmul(x, w, AXIS))
+ours = by_rows(lambda x, w: jaxcoll.allgather_matmul(x, w, AXIS))
 assert np.array_equal(ours(x, w), want)
 
-ours_rs = per_rank(lambda x, w: jaxcoll.matmul_reduce_scatter(x, w, AXIS))
-ref_rs = per_rank(lambda x, w: lax.psum_scatter(x @ w, AXIS, scatter_dimension=0, tiled=True))
-x_full = ints((n * n * rows, k), 2)          # each rank: (n * rows, k), all rows, its own values
+ours_rs = by_rows(lambda x, w: jaxcoll.matmul_reduce_scatter(x, w, AXIS))
+ref_rs = by_rows(lambda x, w: lax.psum_scatter(x @ w, AXIS, scatter_dimension=0, tiled=True))
+x_full = small_integers(n * n * rows, k, seed=2)  # each rank: (n * rows, k), all rows, its own
 assert np.array_equal(ours_rs(x_full, w), ref_rs(x_full, w))
 print("allgather_matmul == all_gather @ w; matmul_reduce_scatter == psum_scatter(x @ w)")
 
@@ -131,32 +115,21 @@ print("allgather_matmul == all_gather @ w; matmul_reduce_scatter == psum_scatter
 # step for n-1 steps. Count it in the compiled programs:
 
 # %%
-def permute_bytes(hlo):
-    """The size in bytes of each collective-permute in the program text (float32)."""
-    sizes = [int(np.prod([int(d) for d in dims.split(",") if d])) * 4
-             for dims in re.findall(r"= f32\[([\d,]*)\]\S* collective-permute\(", hlo)]
-    return sizes
-
-
-def compiled(fn, *args):
-    return fn.lower(*args).compile()
-
-
 big_rows, big_k, big_p = 256, 512, 512
 xb, wb = jnp.ones((n * big_rows, big_k)), jnp.ones((n * big_k, big_p))
-programs = {"all_gather @ w": per_rank(reference),
-            "by hand": per_rank(allgather_matmul_by_hand),
-            "jaxcoll ring": per_rank(lambda x, w: jaxcoll.allgather_matmul(x, w, AXIS))}
-block_bytes = big_rows * big_k * 4
-for name, fn in programs.items():
-    c = compiled(fn, xb, wb)
-    text = c.as_text()
-    gathers = re.findall(r"all-gather(?:-start)?\(", text)
-    sizes = permute_bytes(text)
-    print(f"{name:16} all-gathers: {len(gathers)}  collective-permutes in the text: "
-          f"{len(sizes)} of {sorted(set(sizes))} bytes  XLA temp per rank: "
-          f"{c.memory_analysis().temp_size_in_bytes / 2**20:.2f} MiB")
-print(f"one block: {block_bytes / 2**20:.2f} MiB; the gathered x: {n * block_bytes / 2**20:.2f} MiB")
+programs = {"all_gather @ w": by_rows(reference),
+            "by hand": by_rows(allgather_matmul_by_hand),
+            "jaxcoll ring": by_rows(lambda x, w: jaxcoll.allgather_matmul(x, w, AXIS))}
+block = big_rows * big_k * 4                                   # bytes of one rank's x
+ops, sizes, temp = ({name: f(fn, xb, wb) for name, fn in programs.items()}
+                    for f in (lesson.collectives_in, lesson.permute_sizes, lesson.temp_bytes))
+for name in programs:
+    print(f"{name:16} {dict(ops[name])}, permutes of {sorted(set(sizes[name]))} bytes; "
+          f"XLA temp per rank: {temp[name] / 2**20:.2f} MiB")
+print(f"one block: {block / 2**20:.2f} MiB; the gathered x: {n * block / 2**20:.2f} MiB")
+assert ops["all_gather @ w"] == {"all-gather": 1} and block == 512 << 10
+assert sizes["by hand"] == [block] * (n - 1) and sizes["jaxcoll ring"] == [block] * 2
+assert temp["all_gather @ w"] >= n * block and round(temp["jaxcoll ring"] / block) == 3
 
 # %% [markdown]
 # All three send (n-1) blocks of 512 KiB per rank: the by-hand loop in n-1 `collective-permute`s
@@ -172,31 +145,7 @@ print(f"one block: {block_bytes / 2**20:.2f} MiB; the gathered x: {n * block_byt
 # `max(c, t)` if the two really run at once. A picture of both, for c = t:
 
 # %%
-def timeline(ax, steps, c, t, fused):
-    """Transfers on one lane, products on another, for n - 1 steps."""
-    if fused:
-        for s in range(steps):
-            start = s * max(c, t)
-            ax.barh(1, t, left=start, color="tab:orange", edgecolor="k")
-            ax.barh(0, c, left=start, color="tab:blue", edgecolor="k")
-        ax.barh(0, c, left=steps * max(c, t), color="tab:blue", edgecolor="k")
-        end = steps * max(c, t) + c
-    else:
-        for s in range(steps):
-            ax.barh(1, t, left=s * t, color="tab:orange", edgecolor="k")
-        for s in range(steps + 1):
-            ax.barh(0, c, left=steps * t + s * c, color="tab:blue", edgecolor="k")
-        end = steps * t + (steps + 1) * c
-    ax.set_yticks([0, 1], ["compute", "transfer"])
-    ax.set_xlim(0, 2 * steps + 2)
-    ax.set_title(f"{'fused ring' if fused else 'all_gather, then matmul'}: {end:.0f} units")
-
-
-fig, axes = plt.subplots(2, 1, figsize=(8, 3), sharex=True)
-timeline(axes[0], n - 1, 1.0, 1.0, fused=False)
-timeline(axes[1], n - 1, 1.0, 1.0, fused=True)
-axes[1].set_xlabel("time (c = t = 1)")
-fig.tight_layout()
+lesson.overlap_timeline(n - 1, c=1.0, t=1.0)
 plt.show()
 
 # %% [markdown]
@@ -214,15 +163,16 @@ plt.show()
 
 # %%
 for algorithm in ("bidirectional_ring", "xla"):
-    fn = per_rank(lambda x, w, a=algorithm: jaxcoll.allgather_matmul(x, w, AXIS, algorithm=a))
+    fn = by_rows(lambda x, w, a=algorithm: jaxcoll.allgather_matmul(x, w, AXIS, algorithm=a))
     assert np.array_equal(fn(x, w), want)
-    fn_rs = per_rank(lambda x, w, a=algorithm: jaxcoll.matmul_reduce_scatter(x, w, AXIS, algorithm=a))
+    fn_rs = by_rows(lambda x, w, a=algorithm: jaxcoll.matmul_reduce_scatter(x, w, AXIS,
+                                                                            algorithm=a))
     assert np.array_equal(fn_rs(x_full, w), ref_rs(x_full, w))
 print("bidirectional_ring and xla agree with the references")
-text = compiled(per_rank(lambda x, w: jaxcoll.allgather_matmul(
-    x, w, AXIS, algorithm="bidirectional_ring")), xb, wb).as_text()
-print("collective-permute sizes (bytes):", sorted(set(permute_bytes(text))),
-      "- half a block each way")
+halves = lesson.permute_sizes(by_rows(lambda x, w: jaxcoll.allgather_matmul(
+    x, w, AXIS, algorithm="bidirectional_ring")), xb, wb)
+assert set(halves) == {block // 2}
+print("collective-permute sizes (bytes):", sorted(set(halves)), "- half a block each way")
 
 # %% [markdown]
 # ## 5. Gradients: the transpose of one is the other
@@ -242,10 +192,8 @@ def loss_ref(x, w):
     return jnp.sum(jnp.sin(reference(x, w)))
 
 
-grads = jax.jit(jax.shard_map(jax.grad(loss, argnums=(0, 1)), mesh=mesh, in_specs=P(AXIS),
-                              out_specs=P(AXIS)))
-grads_ref = jax.jit(jax.shard_map(jax.grad(loss_ref, argnums=(0, 1)), mesh=mesh,
-                                  in_specs=P(AXIS), out_specs=P(AXIS)))
+grads = by_rows(jax.grad(loss, argnums=(0, 1)))
+grads_ref = by_rows(jax.grad(loss_ref, argnums=(0, 1)))
 for a, b in zip(grads(x, w), grads_ref(x, w)):
     np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
 jaxpr = str(jax.make_jaxpr(grads)(x, w))
@@ -287,8 +235,7 @@ def ring_attention(q, k, v):
 tokens, d = n * 32, 16
 q, kk, v = (jax.random.normal(key, (tokens, d)) for key in jax.random.split(jax.random.key(0), 3))
 full = jax.nn.softmax(q @ kk.T / jnp.sqrt(d), axis=1) @ v      # one device, the whole sequence
-ring = jax.jit(jax.shard_map(ring_attention, mesh=mesh, in_specs=P(AXIS), out_specs=P(AXIS)))
-error = float(jnp.max(jnp.abs(ring(q, kk, v) - full)) / jnp.max(jnp.abs(full)))
+error = float(jnp.max(jnp.abs(by_rows(ring_attention)(q, kk, v) - full)) / jnp.max(jnp.abs(full)))
 assert error < 1e-5
 print(f"ring attention vs full attention: relative error {error:.1e}")
 
@@ -302,21 +249,13 @@ print(f"ring attention vs full attention: relative error {error:.1e}")
 # Time the fused ring against all_gather-then-dot on these 8 fake devices:
 
 # %%
-def median_ms(fn, *args, repeats=9):
-    fn(*args).block_until_ready()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn(*args).block_until_ready()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1e3
-
-
-xm, wm = jnp.ones((n * 512, 1024)), jnp.ones((n * 1024, 64))
-for name, fn in {"all_gather @ w": per_rank(reference),
-                 "jaxcoll ring": per_rank(lambda x, w: jaxcoll.allgather_matmul(x, w, AXIS))}.items():
-    print(f"{name:16} {median_ms(fn, xm, wm):7.2f} ms")
-body = compiled(per_rank(lambda x, w: jaxcoll.allgather_matmul(x, w, AXIS)), xm, wm).as_text()
+xm, wm = jnp.ones((n * 512, 1024)), jnp.ones((1024, 64))       # w: the same on every rank
+timed = {"all_gather @ w": by_rows(lambda x: reference(x, wm)),
+         "jaxcoll ring": by_rows(lambda x: jaxcoll.allgather_matmul(x, wm, AXIS))}
+for name, seconds in lesson.median_seconds(timed, xm, iters=9).items():
+    print(f"{name:16} {seconds * 1e3:7.2f} ms")
+body = lesson.compiled_text(timed["jaxcoll ring"], xm)
+assert "collective-permute-start" not in body and "collective-permute(" in body
 print("async collective-permute (start/done) on this backend:", "collective-permute-start" in body)
 
 # %% [markdown]
@@ -363,9 +302,8 @@ def check_exercise(gram_fn):
     def both(x):
         gathered = lax.all_gather(x, AXIS, tiled=True)
         return gram_fn(x)[None], (gathered.T @ gathered)[None]
-    program = jax.jit(jax.shard_map(both, mesh=mesh, in_specs=P(AXIS), out_specs=P(AXIS)))
     try:
-        got, want = program(x)
+        got, want = by_rows(both)(x)
     except NotImplementedError:
         print("not done yet: fill in my_gram")
         return

@@ -23,10 +23,9 @@
 #
 # **Prerequisites**: notebooks 01 and 02 (ring AllReduce, ReduceScatter + AllGather).
 #
-# The seed lecture (`shared/seed/000_67aa4e9e96814775.txt`) opens with the pain that motivates
-# all of this: *"通信时间比计算时间还长"* — "communication took longer than computation". A
-# bandwidth-bound collective's time is bytes over bandwidth; sending int8 instead of float32
-# sends about a quarter of the bytes.
+# The lecture this project grew from opens with the pain that motivates all of this:
+# communication taking longer than the computation. A bandwidth-bound collective's time is
+# bytes over bandwidth; sending int8 instead of float32 sends about a quarter of the bytes.
 
 # %%
 import os
@@ -34,25 +33,18 @@ os.environ["JAX_PLATFORMS"] = "cpu"          # fake devices live on the CPU, eve
 import jax
 jax.config.update("jax_num_cpu_devices", 8)  # 8 fake CPU devices; must come before any JAX work
 
-import tempfile
-import time
-
 import jax.numpy as jnp
 import matplotlib.pyplot as plt
 import numpy as np
 import optax
-from IPython.display import Image, display
-from jax.sharding import Mesh, PartitionSpec as P
+from IPython.display import display
+from jax.sharding import PartitionSpec as P
 
 import jaxcoll
-from jaxcoll import codec
+import lesson                                 # tutorials/lesson.py: the plumbing the notebooks share
+from jaxcoll import codec, systems
 from jaxcoll.compression import Compress, error_bound, quantizations, sum_of_block_maxima
-
-AXIS = "dp"
-
-
-def mesh_of(n):
-    return Mesh(np.array(jax.devices()[:n]), (AXIS,))
+from lesson import AXIS
 
 # %% [markdown]
 # ## 1. One block, quantized
@@ -101,12 +93,10 @@ print("bytes on the wire per float32 byte:", int8.wire_bytes(1 << 20) / (4 << 20
 # Both are ordinary jaxcoll schedules, so they can be drawn:
 
 # %%
-pictures = tempfile.mkdtemp()                        # a scratch folder, outside the repository
 for name in ("ring", "two_shot"):
     schedule = jaxcoll.schedule("allreduce", name, 4)
-    path = jaxcoll.draw(schedule, os.path.join(pictures, f"{name}.png"))
     print(schedule.name, "-", schedule.n_rounds, "rounds")
-    display(Image(filename=str(path)))
+    display(lesson.show(schedule))
 
 # %% [markdown]
 # In the two-shot picture, the first three rounds send chunk k of rank r straight to rank k
@@ -136,54 +126,47 @@ assert quantizations(jaxcoll.schedule("allreduce", "two_shot", 8), True) == 2
 # for two-shot it does not. Measure both, int8, on normal inputs, for n = 2 … 8:
 
 # %%
-measured = {("ring", n): None for n in range(2, 9)}
-rows = []
-for n in range(2, 9):
+ns, ALGORITHMS = np.arange(2, 9), ("ring", "two_shot")
+rms, worst, bounds = ({a: [] for a in ALGORITHMS} for _ in range(3))   # {algorithm: [per n]}
+for n in ns:
     x = np.random.default_rng(n).standard_normal((n, 8192)).astype(np.float32)
     exact = x.astype(np.float64).sum(axis=0)
-
-    def both(x):
-        return {a: jaxcoll.allreduce(x[0], AXIS, algorithm=a, compress="int8")[None]
-                for a in ("ring", "two_shot")}
-    program = jax.jit(jax.shard_map(both, mesh=mesh_of(n), in_specs=P(AXIS), out_specs=P(AXIS)))
-    for algorithm, got in program(x).items():
+    both = lesson.on_ranks(lambda v: jnp.stack([jaxcoll.allreduce(v, AXIS, algorithm=a,
+                                                                  compress="int8")
+                                                for a in ALGORITHMS]), n)
+    for algorithm, got in zip(ALGORITHMS, np.asarray(both(x))[0]):
         schedule = jaxcoll.schedule("allreduce", algorithm, n)
-        error = np.asarray(got)[0] - exact
+        error, d = got - exact, quantizations(schedule, True)
         total_max = sum_of_block_maxima(x, schedule.n_chunks, int8.block)
-        bound = error_bound(int8, quantizations(schedule, True), n, total_max)
-        assert np.all(np.abs(error) <= bound)                       # the model holds
-        rms = float(np.sqrt(np.mean(error ** 2) / np.mean(exact ** 2)))
-        rows.append((n, algorithm, rms, float(np.max(np.abs(error) / total_max)),
-                     float(error_bound(int8, quantizations(schedule, True), n, 1.0))))
+        assert np.all(np.abs(error) <= error_bound(int8, d, n, total_max))   # the model holds
+        rms[algorithm].append(float(np.sqrt(np.mean(error ** 2) / np.mean(exact ** 2))))
+        worst[algorithm].append(float(np.max(np.abs(error) / total_max)))
+        bounds[algorithm].append(float(error_bound(int8, d, n, 1.0)))
 
 fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.5))
-for algorithm, color in (("ring", "tab:red"), ("two_shot", "tab:blue")):
-    mine = [r for r in rows if r[1] == algorithm]
-    ns = [r[0] for r in mine]
-    left.plot(ns, [r[2] for r in mine], "o-", color=color, label=algorithm)
-    right.plot(ns, [r[3] for r in mine], "o-", color=color, label=f"{algorithm}, measured")
-    right.plot(ns, [r[4] for r in mine], "--", color=color, label=f"{algorithm}, bound")
-left.set(xlabel="ranks n", ylabel="RMS error / RMS of the sum", title="int8 allreduce: error")
-right.set(xlabel="ranks n", ylabel="largest error / ΣM", title="against the model's bound")
-left.legend()
-right.legend(fontsize=8)
+lesson.line_plot(left, {a: (ns, rms[a]) for a in ALGORITHMS}, xlabel="ranks n",
+                 ylabel="RMS error / RMS of the sum", title="int8 allreduce: error")
+lesson.line_plot(right, {f"{a}, measured": (ns, worst[a]) for a in ALGORITHMS},
+                 dashed={f"{a}, bound": (ns, bounds[a]) for a in ALGORITHMS}, xlabel="ranks n",
+                 ylabel="largest error / ΣM", title="against the model's bound")
 fig.tight_layout()
 plt.show()
-ring8 = next(r for r in rows if r[:2] == (8, "ring"))
-two8 = next(r for r in rows if r[:2] == (8, "two_shot"))
-print(f"n = 8: ring RMS error {ring8[2]:.4f}, two_shot {two8[2]:.4f}")
-assert ring8[2] > two8[2]
+growth = {a: np.polyfit(np.log(ns), np.log(rms[a]), 1)[0] for a in ALGORITHMS}  # rms ~ n^growth
+print("RMS error grows as n to the power", {a: round(float(g), 2) for a, g in growth.items()})
+assert growth["ring"] > 0.25 and abs(growth["two_shot"]) < 0.1
 
 # %% [markdown]
-# The ring's error grows with n (about as √n: each hop's rounding is a new, independent
-# error), two-shot's stays flat. The bound holds everywhere; it grows linearly for the ring
-# because it assumes every rounding errs the same way, which is the worst case, not the typical
-# one. `algorithm="auto"` with `compress=` uses this model: it keeps the algorithms whose bound
-# is within 1.5x of the smallest, then picks the fastest of those by the time model:
+# The ring's error grows with n (each hop's rounding is a new, independent error), two-shot's
+# stays flat. The bound holds everywhere; it grows linearly for the ring because it assumes
+# every rounding errs the same way, which is the worst case, not the typical one.
+# `algorithm="auto"` with `compress=` uses this model: it keeps the algorithms whose bound is
+# within 1.5x of the smallest, then picks the fastest of those by the time model:
 
 # %%
 for n in (2, 8):
     print(f"n = {n}, 4 MiB: auto picks", jaxcoll.choose("allreduce", n, 4 << 20, compress=int8))
+ring2, two_shot2 = (jaxcoll.schedule("allreduce", a, 2) for a in ("ring", "two_shot"))
+assert ring2.rounds == two_shot2.rounds
 
 # %% [markdown]
 # (At n = 2 the ring *is* a two-shot: one hop each way.)
@@ -197,7 +180,8 @@ for n in (2, 8):
 # gradient: a small gradient then accumulates until it is big enough to get through.
 # `jaxcoll.allreduce_with_feedback(grads, residual, axis, compress=...)` returns the average and
 # this rank's new residual; summed over ranks, the residuals are exactly what the average
-# lacks.
+# lacks. (The step below needs `check_vma=False`: see
+# [notebook 02](02_allgather_reduce_scatter.ipynb#check-vma).)
 #
 # The trap needs gradients of very different sizes sharing a block. Build the smallest training
 # run that has it: 128 parameters; one in every 16 (one in each of the 8 chunks the allreduce
@@ -237,7 +221,7 @@ def make_step(mode):
             residual = mine[None]
         updates, state = optimizer.update(g, state, w)
         return optax.apply_updates(w, updates), state, residual
-    return jax.jit(jax.shard_map(step, mesh=mesh_of(n), in_specs=(P(), P(), P(AXIS), P(AXIS)),
+    return jax.jit(jax.shard_map(step, mesh=lesson.mesh, in_specs=(P(), P(), P(AXIS), P(AXIS)),
                                  out_specs=(P(), P(), P(AXIS)), check_vma=False))
 
 
@@ -254,13 +238,10 @@ for mode in ("float32", "int8", "int8 + error feedback"):
     print(f"{mode:22} final loss {curves[mode][-1]:.5f}, "
           f"mean of the pulled weights {float(w[~noisy].mean()):.3f}")
 
-plt.figure(figsize=(6, 3.5))
-for mode, values in curves.items():
-    plt.semilogy(values, label=mode)
-plt.xlabel("step")
-plt.ylabel("0.005·Σ(w_j - 1)²")
-plt.legend()
-plt.title("int8 gradients: without error feedback the small pull is lost")
+fig, ax = plt.subplots(figsize=(6, 3.5))
+lesson.line_plot(ax, {mode: (np.arange(len(v)), v) for mode, v in curves.items()},
+                 marker="", log_y=True, xlabel="step", ylabel="0.005·Σ(w_j - 1)²",
+                 title="int8 gradients: without error feedback the small pull is lost")
 plt.show()
 assert curves["int8 + error feedback"][-1] < 0.02 * curves["int8"][-1]
 
@@ -279,33 +260,40 @@ assert curves["int8 + error feedback"][-1] < 0.02 * curves["int8"][-1]
 
 # %%
 x = np.random.default_rng(1).standard_normal((8, 1 << 18)).astype(np.float32)   # 1 MiB a rank
-for label, kwargs in (("float32", {}), ("int8", {"compress": "int8"})):
-    fn = jax.jit(jax.shard_map(lambda v: jaxcoll.allreduce(v[0], AXIS, algorithm="ring",
-                                                           **kwargs)[None],
-                               mesh=mesh_of(8), in_specs=P(AXIS), out_specs=P(AXIS)))
-    fn(x).block_until_ready()
-    times = []
-    for _ in range(5):
-        start = time.perf_counter()
-        fn(x).block_until_ready()
-        times.append(time.perf_counter() - start)
-    print(f"ring allreduce, {label:8} {np.median(times) * 1e3:7.2f} ms")
+timed = {label: lesson.on_every_rank(lambda v, c=c: jaxcoll.allreduce(v, AXIS, algorithm="ring",
+                                                                      compress=c))
+         for label, c in (("float32", None), ("int8", "int8"))}
+for label, seconds in lesson.median_seconds(timed, x, iters=5).items():
+    print(f"ring allreduce, {label:8} {seconds * 1e3:7.2f} ms")
 
 # %% [markdown]
 # On fake CPU devices compression is slower: a "transfer" between them is a memory copy on the
 # same cores that also have to encode and decode every chunk, so the codec's work is added to a
 # transfer it barely shortens. On real links the saving is in the β term of the α-β model: a
-# bandwidth-bound allreduce moves 0.258x the bytes. Counting the codec at GPU memory speed
-# (three passes over the data at ~3 TB/s, about 1 ns per float32 byte), per byte of data:
-#
-# | link | β (ns/B) | float32 | int8 + codec | speed-up |
-# |---|---:|---:|---:|---:|
-# | NVLink, ~450 GB/s | 2.2 | 2.2 | 0.258·2.2 + 1.0 = 1.6 | 1.4x |
-# | InfiniBand, ~50 GB/s | 20 | 20 | 0.258·20 + 1.0 = 6.2 | 3.2x |
-#
-# This is why production systems compress across nodes first (ZeRO++'s quantized gradients,
-# EQuARX on TPU interconnect) and keep within-node traffic in 16 bits. A model, not a
-# measurement: it needs real links to check.
+# bandwidth-bound allreduce moves 0.258x the bytes. A 256 MiB ring on the H100 links of
+# notebook 05, in one node and over two (crossing 50 GB/s NICs), the codec a pass over what a
+# rank sends and one over what it receives, at the GPU calibration's γ:
+
+# %%
+gpu, wire = jaxcoll.calibration("gpu"), int8.wire_bytes(1 << 20) / (4 << 20)
+assert np.isclose(gpu.beta, 1 / (systems.GPUS["h100"][0] * 1e9))        # one set of numbers
+size, speedup = 256 << 20, {}
+for nodes in (1, 2):
+    ring = jaxcoll.schedule("allreduce", "ring", 8 * nodes)
+    links = systems.dgx("h100", nodes)
+    plain = jaxcoll.simulate(ring, size, links).seconds
+    codec_s = 2 * gpu.gamma * lesson.traffic(ring, size)[0].max()       # encode + decode
+    packed = jaxcoll.simulate(ring, size * wire, links).seconds + codec_s
+    speedup[nodes] = plain / packed
+    print(f"{links.name}: float32 {plain * 1e3:5.2f} ms, int8 {packed * 1e3:5.2f} ms "
+          f"(codec {codec_s * 1e3:.2f}): {speedup[nodes]:.1f}x")
+assert 0.8 < speedup[1] < 1.2 and 2 < speedup[2] < 1 / wire
+
+# %% [markdown]
+# In one node the codec costs what int8 saves; across nodes the NICs set the pace. This is
+# why production systems compress across nodes first (ZeRO++'s quantized gradients, EQuARX on
+# TPU interconnect) and keep within-node traffic in 16 bits. A model, not a measurement: it
+# needs real links to check.
 #
 # ## Try it
 #

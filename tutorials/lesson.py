@@ -37,6 +37,19 @@ def on_every_rank(fn):
                                  mesh=mesh, in_specs=P(AXIS), out_specs=P(AXIS)))
 
 
+def on_ranks(fn, ranks: int):
+    """:func:`on_every_rank` on the first ``ranks`` devices only (a mesh of that many)."""
+    part = Mesh(np.array(jax.devices()[:ranks]), (AXIS,))
+    return jax.jit(jax.shard_map(lambda rows: fn(rows[0])[None],
+                                 mesh=part, in_specs=P(AXIS), out_specs=P(AXIS)))
+
+
+def by_rows(fn):
+    """jit(shard_map(fn)) with every argument and every result split by rows over the ranks:
+    rank r gets block r of each argument (its leading axis kept), and its results are stacked."""
+    return jax.jit(jax.shard_map(fn, mesh=mesh, in_specs=P(AXIS), out_specs=P(AXIS)))
+
+
 def small_integers(*shape, seed=0):
     """Integers in [-8, 8] stored as float32: their sums are exact in any order, so every
     correct algorithm gives the built-in's bits exactly."""
@@ -76,6 +89,22 @@ def permute_pairs(program, *args) -> list[set[tuple[int, int]]]:
         if pairs:
             found.append({(int(s), int(t)) for s, t in re.findall(r"(\d+),(\d+)", pairs[1])})
     return found
+
+
+_DTYPE_BYTES = {"f64": 8, "f32": 4, "s32": 4, "u32": 4, "bf16": 2, "f16": 2, "s8": 1, "u8": 1}
+
+
+def permute_sizes(program, *args) -> list[int]:
+    """The bytes each synchronous collective-permute of the compiled program moves per rank
+    (the form XLA's CPU backend compiles to; an async -start has a tuple shape, not counted)."""
+    return [_DTYPE_BYTES[dtype] * int(np.prod([int(d) for d in dims.split(",") if d]))
+            for dtype, dims in re.findall(r"= (\w+)\[([\d,]*)\]\S* collective-permute\(",
+                                          compiled_text(program, *args))]
+
+
+def temp_bytes(program, *args) -> int:
+    """The temporary memory XLA allocates per rank for the compiled program."""
+    return program.lower(*args).compile().memory_analysis().temp_size_in_bytes
 
 
 # ----------------------------------------------------------------------------- bytes and time
@@ -147,6 +176,53 @@ def over_sizes(ax, curves: dict, *, points: dict | None = None, lines: dict | No
         ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(0, 0.87))
     else:
         ax.legend(fontsize=8)
+
+
+def line_plot(ax, curves: dict, *, dashed: dict | None = None, xlabel: str, ylabel: str,
+              title: str, log_y: bool = False, marker: str = "o"):
+    """``curves`` {label: (xs, ys)} as solid lines, ``dashed`` {label: (xs, ys)} as dashed
+    ones, each dashed line in the colour of the solid line at the same position."""
+    colours = _colours(len(curves))
+    for colour, (label, (xs, ys)) in zip(colours, curves.items()):
+        ax.plot(xs, ys, marker=marker, color=colour, label=label)
+    for colour, (label, (xs, ys)) in zip(colours, (dashed or {}).items()):
+        ax.plot(xs, ys, "--", color=colour, label=label)
+    if log_y:
+        ax.set_yscale("log")
+    ax.set(xlabel=xlabel, ylabel=ylabel)
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=8)
+
+
+def _colours(count: int) -> list:
+    import matplotlib.pyplot as plt
+
+    return [plt.cm.tab10(i % 10) for i in range(count)]
+
+
+def overlap_timeline(steps: int, c: float, t: float):
+    """Two timelines of ``steps`` transfers (time t each, orange) and steps + 1 products (time
+    c each, blue): all transfers first, then the products; and fused, step s's transfer beside
+    step s's product. Returns the figure; each title gives its total time."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(2, 1, figsize=(8, 3), sharex=True)
+    step = max(c, t)
+    plans = {"all_gather, then matmul": ([s * t for s in range(steps)],
+                                         [steps * t + s * c for s in range(steps + 1)]),
+             "fused ring": ([s * step for s in range(steps)],
+                            [s * step for s in range(steps + 1)])}
+    for ax, (title, (transfers, products)) in zip(axes, plans.items()):
+        for start in transfers:
+            ax.barh(1, t, left=start, color="tab:orange", edgecolor="k")
+        for start in products:
+            ax.barh(0, c, left=start, color="tab:blue", edgecolor="k")
+        ax.set_yticks([0, 1], ["compute", "transfer"])
+        ax.set_title(f"{title}: {max(products) + c:.0f} units")
+    axes[1].set_xlim(0, 2 * steps + 2)
+    axes[1].set_xlabel(f"time (c = {c:g}, t = {t:g})")
+    fig.tight_layout()
+    return fig
 
 
 def broadcast_trees(schedules: dict):
