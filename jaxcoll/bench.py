@@ -78,7 +78,8 @@ import numpy as np
 from .compression import Compress
 from .model import choose
 from .records import RECORDS
-from .timing import on_mesh, program, time_alternating, verifiable_values  # noqa: F401 (API)
+from .timing import (on_mesh, program, slowest_process, time_alternating,  # noqa: F401 (API)
+                     verifiable_values)
 
 AXIS = "i"
 DTYPES = ("float32", "bfloat16", "float16", "int32", "int16", "int8", "uint32", "uint8", "bool")
@@ -312,7 +313,6 @@ def run_point(op: str, size: int, algorithms: list[str], ranks: Ranks, dtype: st
     import jax.numpy as jnp
 
     from .check import ROOTED
-    from .distributed import gather
 
     count, elements, nbytes = layout(op, size, jnp.dtype(dtype).itemsize, ranks.n)
     x = ranks.place(verifiable_values(ranks.n, elements, dtype))  # (n, elements)
@@ -320,8 +320,7 @@ def run_point(op: str, size: int, algorithms: list[str], ranks: Ranks, dtype: st
     wrong = count_wrong(programs, x)
     tick()
     times = time_alternating(programs, x, iters, warmup, tick)
-    # Across processes a call is over when its slowest process is done.
-    slowest = gather([times[name] for name in programs]).max(axis=0)  # (algorithms, iters)
+    slowest = slowest_process([times[name] for name in programs])  # (algorithms, iters)
     times = {name: list(row) for name, row in zip(programs, slowest.tolist())}
     xla = statistics.median(times["xla"])
     shown_root = root if op in ROOTED else -1

@@ -53,12 +53,16 @@ def on_mesh(values: np.ndarray, mesh: Mesh):
     return jax.make_array_from_callback(values.shape, sharding, lambda index: values[index])
 
 
+def slowest_process(samples) -> np.ndarray:
+    """``samples`` of seconds, timed by each process, as every process agrees on them: each
+    call's slowest process (a call is over when all are); alone, the same."""
+    return gather(np.asarray(samples, float)).max(axis=0)
+
+
 def agreed_median(samples) -> np.ndarray:
-    """``samples`` (..., repeats) of seconds, timed by each process, as every process agrees
-    on them: each call's slowest process (a call is over when all are, as the benchmark
-    counts it), then the median over the repeats: the same everywhere, so calibrations and
-    what ``auto`` picks are the same in every process."""
-    return np.median(gather(np.asarray(samples, float)).max(axis=0), axis=-1)
+    """``samples`` (..., repeats): :func:`slowest_process`, then the median over the repeats,
+    the same everywhere (so calibrations, and what ``auto`` picks, agree in every process)."""
+    return np.median(slowest_process(samples), axis=-1)
 
 
 def _axis(names: tuple):
@@ -106,12 +110,11 @@ def calibrate(mesh_or_n=None, *, sizes=(1 << 8, 1 << 12, 1 << 16, 1 << 20, 1 << 
 
     ``mesh_or_n``: a Mesh (all its axes form the ring) or a device count (the first n devices;
     default all). Under ``python -m jaxcoll.launch`` (several processes) it measures the
-    transport between them, every process gets the same numbers (each call's slowest process,
-    then the median over the repeats),
-    and the result is for :func:`~jaxcoll.model.transport` ``"gloo"``. ``primitives`` (e.g.
+    transport between them, every process gets the same numbers (:func:`agreed_median`), and
+    the result is for :func:`~jaxcoll.model.transport` ``"gloo"``. ``primitives`` (e.g.
     ``("allreduce",)``): also time every algorithm of those at ``algorithm_sizes`` bytes per
-    rank and fit its per-algorithm factors (see
-    :class:`Calibration`; a minute or more: every algorithm compiles at every size).
+    rank and fit its per-algorithm factors (see :class:`Calibration`; a minute or more: every
+    algorithm compiles at every size).
     ``links="shared"`` (with ``primitives``): instead of per-algorithm factors, fit one shared
     medium's α per round, overhead per message and β per byte to all those times (what
     processes of one host over loopback are: ``jaxcoll/calibrations/gloo.json``). Returns the
