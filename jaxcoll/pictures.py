@@ -218,9 +218,8 @@ def relations(edges, transposes=()) -> Picture:
 
     from matplotlib.figure import Figure
     from matplotlib.lines import Line2D
-    from matplotlib.patches import Circle
 
-    labels = defaultdict(list)
+    labels = defaultdict(list)  # (kind, parts, target) -> the algorithms it holds for
     for kind, parts, target, label in edges:
         labels[kind, tuple(parts), target].append(label)
     fig = Figure(figsize=(11, 17))
@@ -230,37 +229,8 @@ def relations(edges, transposes=()) -> Picture:
             (bottom, ((-3.6, 3.6), (-2.7, 3.7)), "Mirror images: run backwards, and transposes")]:
         ax.set(xlim=xs, ylim=ys, aspect="equal", title=title)
         ax.axis("off")
-    shape = _boxes(top, _BUILT_FROM, {})
-    for (kind, parts, target), algorithms in labels.items():
-        colour = _COLOURS[kind]
-        if kind == "concatenation":
-            x, y = _PLUS.get((parts, target),
-                             np.mean([_BUILT_FROM[p] for p in (*parts, target)], axis=0))
-            plus = Circle((x, y), 0.24, facecolor="white", edgecolor=colour, lw=1.7, zorder=3)
-            top.add_patch(plus)
-            top.text(x, y, "+", ha="center", va="center", fontsize=16, color=colour, zorder=4)
-            for part, which in zip(parts, ("1st", "2nd")):
-                _arrow(top, shape[part], (plus, (x, y)), colour, label=which, at=0.6)
-            _arrow(top, (plus, (x, y)), shape[target], colour)
-            side = 0.45 if x == 0 else -0.45 * np.sign(x)  # the algorithms, beside the +
-            top.text(x + side, y + (0.55 if x == 0 and y > 5 else -0.35 if x else 0),
-                     ",\n".join(algorithms), fontsize=9, color=colour, va="center",
-                     ha="center" if x else "left" if side > 0 else "right",
-                     bbox=dict(boxstyle="round,pad=0.3", facecolor="#eef3fa", edgecolor="none"))
-        elif kind == "n of them":
-            bend = -0.15 if target == "alltoall" else 0.0
-            _arrow(top, shape[parts[0]], shape[target], colour, bend, "×n", at=0.72, linestyle=":")
-            _tag(top, _arc_point(_BUILT_FROM[parts[0]], _BUILT_FROM[target], bend, 0.38),
-                 "\n".join(algorithms), colour)
-    shape = _boxes(bottom, _MIRRORS, {a: "its own transpose" for a, b in transposes if a == b})
-    for (kind, parts, target), algorithms in labels.items():
-        if kind == "reversed":
-            _arrow(bottom, shape[parts[0]], shape[target], _COLOURS[kind], -0.22,
-                   "reversed: " + "\n".join(algorithms))
-    for a, b in transposes:
-        if a != b:
-            _arrow(bottom, shape[a], shape[b], _COLOURS["transpose"], label="transposes",
-                   style="<|-|>")
+    _built_from_panel(top, labels)
+    _mirrors_panel(bottom, labels, transposes)
     legend = [("1st + 2nd: concatenation a + b", "concatenation", "-"),
               ("×n: n of them, one per root (rank r's on chunk r)", "n of them", ":"),
               ("A → B: A's schedule run backwards is a B", "reversed", "-"),
@@ -269,6 +239,47 @@ def relations(edges, transposes=()) -> Picture:
                         for text, k, ls in legend], loc="lower center", ncol=2, frameon=False)
     fig.tight_layout(rect=(0, 0.04, 1, 1))
     return Picture(fig)
+
+
+def _built_from_panel(ax, labels) -> None:
+    """Concatenations (a + sign between the parts and the whole) and "n of them" arrows."""
+    from matplotlib.patches import Circle
+
+    shape = _boxes(ax, _BUILT_FROM, {})
+    for (kind, parts, target), algorithms in labels.items():
+        colour = _COLOURS[kind]
+        if kind == "concatenation":
+            x, y = _PLUS.get((parts, target),
+                             np.mean([_BUILT_FROM[p] for p in (*parts, target)], axis=0))
+            plus = Circle((x, y), 0.24, facecolor="white", edgecolor=colour, lw=1.7, zorder=3)
+            ax.add_patch(plus)
+            ax.text(x, y, "+", ha="center", va="center", fontsize=16, color=colour, zorder=4)
+            for part, which in zip(parts, ("1st", "2nd")):
+                _arrow(ax, shape[part], (plus, (x, y)), colour, label=which, at=0.6)
+            _arrow(ax, (plus, (x, y)), shape[target], colour)
+            side = 0.45 if x == 0 else -0.45 * np.sign(x)  # the algorithms, beside the +
+            ax.text(x + side, y + (0.55 if x == 0 and y > 5 else -0.35 if x else 0),
+                    ",\n".join(algorithms), fontsize=9, color=colour, va="center",
+                    ha="center" if x else "left" if side > 0 else "right",
+                    bbox=dict(boxstyle="round,pad=0.3", facecolor="#eef3fa", edgecolor="none"))
+        elif kind == "n of them":
+            bend = -0.15 if target == "alltoall" else 0.0
+            _arrow(ax, shape[parts[0]], shape[target], colour, bend, "×n", at=0.72, linestyle=":")
+            _tag(ax, _arc_point(_BUILT_FROM[parts[0]], _BUILT_FROM[target], bend, 0.38),
+                 "\n".join(algorithms), colour)
+
+
+def _mirrors_panel(ax, labels, transposes) -> None:
+    """Schedules run backwards (one-way arrows) and transposes (two-way arrows)."""
+    shape = _boxes(ax, _MIRRORS, {a: "its own transpose" for a, b in transposes if a == b})
+    for (kind, parts, target), algorithms in labels.items():
+        if kind == "reversed":
+            _arrow(ax, shape[parts[0]], shape[target], _COLOURS[kind], -0.22,
+                   "reversed: " + "\n".join(algorithms))
+    for a, b in transposes:
+        if a != b:
+            _arrow(ax, shape[a], shape[b], _COLOURS["transpose"], label="transposes",
+                   style="<|-|>")
 
 
 def over_sizes(sizes, seconds: dict, *, bound=None, picks=(), title: str = "") -> Picture:
@@ -295,7 +306,7 @@ def over_sizes(sizes, seconds: dict, *, bound=None, picks=(), title: str = "") -
                    va="top", fontsize=8)
     ticks = [4.0 ** k for k in range(20) if sizes[0] <= 4.0 ** k <= sizes[-1]]
     for ax in (left, right):
-        ax.set_xticks(ticks, [_size(t) for t in ticks], rotation=45)
+        ax.set_xticks(ticks, [size_label(t) for t in ticks], rotation=45)
         ax.minorticks_off()
         ax.set_xlabel("N, bytes per rank")
         ax.grid(alpha=0.3)
@@ -309,11 +320,12 @@ def over_sizes(sizes, seconds: dict, *, bound=None, picks=(), title: str = "") -
     return Picture(fig)
 
 
-def _size(nbytes: float) -> str:
+def size_label(nbytes: float) -> str:
+    """'64 B', '1 KiB', '1.5 MiB': three digits in the largest binary unit that keeps it >= 1."""
     for unit, scale in (("GiB", 2 ** 30), ("MiB", 2 ** 20), ("KiB", 2 ** 10)):
         if nbytes >= scale:
             return f"{nbytes / scale:.3g} {unit}"
-    return f"{nbytes:.0f} B"
+    return f"{nbytes:g} B"
 
 
 def step_by_step(first, second, labels=("first", "second"), title: str = "") -> Picture:

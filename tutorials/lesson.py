@@ -22,6 +22,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 import jaxcoll
 from jaxcoll.model import schedule_for
+from jaxcoll.pictures import size_label  # noqa: F401 (the notebooks' size labels)
 from jaxcoll.timing import time_alternating
 
 AXIS = "i"
@@ -135,13 +136,6 @@ def median_seconds(programs: dict, x, iters: int) -> dict:
     x = jax.device_put(x, NamedSharding(mesh, P(AXIS)))
     times = time_alternating(programs, x, iters, warmup=1)
     return {name: float(np.median(t)) for name, t in times.items()}
-
-
-def size_label(nbytes) -> str:
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if nbytes >= scale:
-            return f"{nbytes / scale:.3g} {unit}"
-    return f"{nbytes:g} B"
 
 
 # ----------------------------------------------------------------------------- plots
