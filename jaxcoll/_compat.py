@@ -68,6 +68,15 @@ def with_varying(aval, varying: frozenset):
     return aval.update(manual_axis_type=mat.update(varying=frozenset(varying)))
 
 
+def zeros_like_struct(struct):
+    """Zeros of a ``jax.eval_shape`` result's shape, dtype and varying axes (what the built-in
+    would have returned)."""
+    mat = getattr(struct, "manual_axis_type", None)
+    zeros = jax.numpy.zeros(struct.shape, struct.dtype)
+    varying = tuple(sorted(getattr(mat, "varying", ()) or ()))
+    return pvary(zeros, varying) if varying and check_vma() else zeros
+
+
 def pvary(x, names: tuple):
     """``x`` typed varying over ``names`` as well (no communication)."""
     missing = tuple(name for name in names if name not in varying_axes(jax.typeof(x)))
@@ -98,13 +107,15 @@ class AxisPlan:
     user wrote the names. ``ppermute`` is given the names in the mesh's order (jax 0.10 numbers
     its pairs that way whatever the order given; newer jax refuses another order), so rank r is
     ``permute_rank[r]`` there. ``in_mesh`` is False under ``vmap``, whose ppermute needs a
-    permutation of every rank.
+    permutation of every rank. ``stacked``: no axis is bound; the ranks are the leading
+    dimension of the operand (a collective under ``vmap`` over its own axis, as a primitive).
     """
 
     axes: tuple
     permute_axes: tuple
     permute_rank: tuple[int, ...]
     in_mesh: bool
+    stacked: bool = False
 
     @property
     def n_ranks(self) -> int:

@@ -144,8 +144,10 @@ def _widened(primitive: str, leaves: list, accum_dtype) -> list:
 
 
 def _narrowed(values: list, leaves: list) -> list:
-    """Each value cast back to its leaf's dtype (a no-op where ``accum_dtype`` was None)."""
-    return [value.astype(leaf.dtype) for value, leaf in zip(values, leaves)]
+    """Each value cast back to its leaf's dtype (nothing where ``accum_dtype`` was None: a weak
+    type stays weak, as through lax's collectives)."""
+    return [value if value.dtype == leaf.dtype else value.astype(leaf.dtype)
+            for value, leaf in zip(values, leaves)]
 
 
 def _mean(values: list, op: str, n: int) -> list:

@@ -326,11 +326,12 @@ def _jvp(name, primals, tangents, **params):
     (x, w), (dx, dw) = primals, tangents
     y = _bind(name, x, w, **params)
     terms = []
+    serial = _compat.serialize_collectives()  # the loops one after the other, the primal's first
     if type(dx) is not ad.Zero:
-        terms.append(_bind(name, dx, w, **params))
+        terms.append(_bind(name, after(dx, y) if serial else dx, w, **params))
     if type(dw) is not ad.Zero:
-        if terms and _compat.serialize_collectives():
-            dw = after(dw, terms[-1])  # the two loops one after the other
+        if serial:
+            dw = after(dw, terms[-1] if terms else y)
         terms.append(_bind(name, x, dw, **params))
     if not terms:
         return y, ad.Zero.from_primal_value(y)
@@ -341,8 +342,8 @@ def _transpose(name, ct, x, w, *, algorithm: str, plan):
     """The other collective matmul for ``x`` (the dual stream: a gather's transpose is a
     reduce-scatter and back), a fold over the streamed operand for ``w``."""
     if type(ct) is ad.Zero:
-        return (None if not ad.is_undefined_primal(x) else ad.Zero(x.aval),
-                None if not ad.is_undefined_primal(w) else ad.Zero(w.aval))
+        return (None if not ad.is_undefined_primal(x) else ad.Zero(x.aval.to_tangent_aval()),
+                None if not ad.is_undefined_primal(w) else ad.Zero(w.aval.to_tangent_aval()))
     other = "matmul_reduce_scatter" if name == "allgather_matmul" else "allgather_matmul"
     if ad.is_undefined_primal(x):  # w is known
         return _bind(other, ct, w.T, algorithm=algorithm, plan=plan), None

@@ -14,13 +14,19 @@ rows in and out) and carries its schedule as a parameter:
 - **jvp**: linear for sums; for max/min the tangent of the rank(s) holding the extreme, shared
   evenly between ties (as ``jnp.max``'s derivative);
 - **batching**: a vmapped dimension rides along in the width; a ``vmap(axis_name=...)`` over
-  the collective's own axis runs the schedule on the batch (vmap's ppermute), and an allreduce
-  result comes back unmapped, like psum's (``out_axes=None`` works).
+  the collective's own axis binds the same primitive *stacked* (``AxisPlan.stacked``: the
+  ranks are the operand's leading dimension, and its lowering runs the schedule under vmap),
+  so every transformation applied outside the vmap still meets these rules, never the
+  executor's bit-moving operations. A result that is the same on every rank (allreduce,
+  allgather, broadcast) comes back unmapped, like psum's and all_gather's (``out_axes=None``
+  works).
+
+Every rule binds a jaxcoll primitive; none pastes the ppermute program into the trace.
 """
 
 from __future__ import annotations
 
-from dataclasses import fields
+from dataclasses import fields, replace
 from functools import partial
 
 import jax
@@ -32,7 +38,7 @@ from jax.sharding import PartitionSpec as P
 
 from . import _compat
 from .compression import Compress
-from .execute import execute
+from .execute import after, execute
 from .records import RECORDS
 from .schedules import Schedule
 from .symbolic import dual
@@ -71,7 +77,9 @@ class _Shown(Schedule):
 def _shown(schedule: Schedule) -> Schedule:
     if type(schedule) is _Shown:
         return schedule
-    return _Shown(**{f.name: getattr(schedule, f.name) for f in fields(Schedule)})
+    shown = _Shown(**{f.name: getattr(schedule, f.name) for f in fields(Schedule)})
+    object.__setattr__(shown, "_hash", hash(schedule))  # the same value, computed once
+    return shown
 
 
 def _bind(buf, *, schedule: Schedule, plan, op: str, invariant: bool,
@@ -111,17 +119,27 @@ def program(buf, *, schedule: Schedule, plan, op: str, invariant: bool = False,
 def _abstract_eval(x, *, schedule: Schedule, plan, op: str, invariant: bool, compress=None):
     record, n = RECORDS[schedule.primitive], schedule.n_ranks
     rows = record.rows("rows_out", n)
-    if x.ndim != 2 or x.shape[0] != record.rows("rows_in", n):
-        raise ValueError(f"jaxcoll_{record.name}: expects a ({record.rows_in}, width) buffer "
-                         f"for n = {n}, got {x.shape}")
-    out = x.update(shape=(rows, x.shape[1]))
+    ranks = (n,) if plan.stacked else ()  # stacked: (n, rows, width), one buffer per rank
+    if x.shape[:-1] != (*ranks, record.rows("rows_in", n)):
+        raise ValueError(f"jaxcoll_{record.name}: expects a ({'n, ' * plan.stacked}"
+                         f"{record.rows_in}, width) buffer for n = {n}, got {x.shape}")
+    out = x.update(shape=(*ranks, rows, x.shape[-1]))
     if record.invariant and invariant:
         out = _compat.with_varying(out, _compat.varying_axes(x) - set(plan.axes))
     return out
 
 
+def _per_rank_program(params: dict, feedback: bool = False):
+    """The program that lowers a primitive: one rank's, or (stacked) every rank's under vmap."""
+    plan = params["plan"]
+    if not plan.stacked:
+        return partial(program, feedback=feedback, **params)
+    one_rank = partial(program, feedback=feedback, **dict(params, plan=replace(plan, stacked=False)))
+    return jax.vmap(one_rank, axis_name=plan.axes[0])
+
+
 def _lowering(ctx, x, **params):
-    return mlir.lower_fun(partial(program, **params), multiple_results=False)(ctx, x)
+    return mlir.lower_fun(_per_rank_program(params), multiple_results=False)(ctx, x)
 
 
 def _jvp(primals, tangents, *, schedule: Schedule, plan, op: str, invariant: bool,
@@ -133,13 +151,20 @@ def _jvp(primals, tangents, *, schedule: Schedule, plan, op: str, invariant: boo
         return y, ad.Zero.from_primal_value(y)
     t = ad.instantiate_zeros(t)
     if op == "sum":
-        return y, _bind(t, op="sum", **params)
-    # max/min: the extreme's tangent, shared evenly between the ranks that hold it
+        return y, _bind(_ordered(t, y), op="sum", **params)
+    # max/min: the extreme's tangent, shared evenly between the ranks that hold it. The primal
+    # side's collectives follow one another by their data; the tangent's comes last.
     spread = y if RECORDS[schedule.primitive].invariant else _transpose_bind(y, **params)
     at_extreme = (x == spread).astype(t.dtype)  # spread: the result in the input's layout
-    total = _bind(t * at_extreme, op="sum", **params)
     count = _bind(at_extreme, op="sum", **params)
+    total = _bind(_ordered(t * at_extreme, count), op="sum", **params)
     return y, jnp.where(count > 0, total / jnp.where(count > 0, count, 1), 0).astype(t.dtype)
+
+
+def _ordered(value, previous):
+    """``value``, made to wait for ``previous`` where jaxlib runs independent collectives of a
+    program into each other (``in_sequence`` does the same for buckets)."""
+    return after(value, previous) if _compat.serialize_collectives() else value
 
 
 def _transpose_bind(ct, *, schedule: Schedule, plan, invariant: bool):
@@ -163,28 +188,33 @@ def _batch(axis_data, vals, dims, *, schedule: Schedule, plan, op: str, invarian
     (x,), (d,) = vals, dims
     params = dict(schedule=schedule, plan=plan, op=op, invariant=invariant, compress=compress)
     if axis_data.name in plan.axes:  # vmap(axis_name=...) over the collective's own axis
+        if plan.stacked:
+            raise ValueError(f"jaxcoll_{schedule.primitive}: axis {axis_data.name!r} is "
+                             "vmapped twice")
         if d is None:
             x, d = jnp.broadcast_to(x, (axis_data.size, *x.shape)), 0
-        out = jax.vmap(partial(program, **params), in_axes=d, axis_name=axis_data.name)(x)
-        if RECORDS[schedule.primitive].invariant:  # the same bits on every rank, as psum's
+        stacked = dict(params, plan=replace(plan, stacked=True), invariant=False)
+        out = _bind(jnp.moveaxis(x, d, 0), **stacked)  # (n, rows_out, width)
+        if RECORDS[schedule.primitive].replicated:  # the same bits on every rank, as lax's
             return out[0], None
         return out, 0
     if d is None:
         return _bind(x, **params), None
+    ranks = 1 if plan.stacked else 0  # a stacked buffer is (n, rows, width)
 
     def folded(x):  # the batch rides along in the width: one collective
-        moved = jnp.moveaxis(x, d, 1)  # (rows, batch, width)
-        rows, batch, width = moved.shape
-        out = _bind(moved.reshape(rows, batch * width), **params)
-        return out.reshape(out.shape[0], batch, width)  # (rows_out, batch, width)
+        moved = jnp.moveaxis(x, d, ranks + 1)  # ([n,] rows, batch, width)
+        *lead, batch, width = moved.shape
+        out = _bind(moved.reshape(*lead, batch * width), **params)
+        return out.reshape(*out.shape[:-1], batch, width)  # ([n,] rows_out, batch, width)
 
     # a batch sharded over Explicit mesh axes is folded on each device's local shards
-    def result_spec(specs):  # (rows_out, batch, width): rows whole, batch and width as given
-        _, width = (entry for i, entry in enumerate(specs[0]) if i != d)
-        return P(None, specs[0][d], width)
+    def result_spec(specs):  # ([n,] rows_out, batch, width): ranks and rows whole
+        *_, width = (entry for i, entry in enumerate(specs[0]) if i != d)
+        return P(*[None] * (ranks + 1), specs[0][d], width)
 
     local = _compat.on_local_shards(folded, x, result_spec)
-    return (folded(x) if local is None else local), 1
+    return (folded(x) if local is None else local), ranks + 1
 
 
 def _primitive(name: str) -> Primitive:
@@ -199,7 +229,10 @@ def _primitive(name: str) -> Primitive:
 
 
 def _impl(p, x, **params):
-    """Eager use outside any trace: refuse, as lax's collectives do."""
+    """Eager use outside any trace: a stacked collective (every rank's buffer at hand) runs
+    compiled; any other is refused, as lax's collectives are."""
+    if params["plan"].stacked:
+        return jax.jit(partial(p.bind, **params))(x)
     raise NameError(f"{p.name} must be called inside jax.shard_map or jax.vmap with its axis")
 
 
@@ -215,7 +248,7 @@ def _feedback_abstract_eval(x, *, schedule: Schedule, plan, op: str, invariant: 
 
 
 def _feedback_lowering(ctx, x, **params):
-    return mlir.lower_fun(partial(program, feedback=True, **params),
+    return mlir.lower_fun(_per_rank_program(params, feedback=True),
                           multiple_results=True)(ctx, x)
 
 

@@ -25,6 +25,7 @@ class Record:
     rooted: bool = False
     reduces: bool = False
     invariant: bool = False  # typed invariant over the axis, as lax's built-in (psum) is
+    replicated: bool = False  # the same result on every rank: unmapped under vmap, as lax's
     dual: str = ""  # "" : its own transpose, with its own schedule
     reference: str = ""  # the lax built-in it matches (or is built from)
     busbw: str = "(n-1)/n"  # nccl-tests' busbw / algbw (doc/PERFORMANCE.md)
@@ -47,13 +48,14 @@ class Record:
 
 
 RECORDS: dict[str, Record] = {r.name: r for r in (
-    Record("allreduce", "1", "1", "1", reduces=True, invariant=True,
+    Record("allreduce", "1", "1", "1", reduces=True, invariant=True, replicated=True,
            reference="lax.psum / pmax / pmin", busbw="2(n-1)/n"),
     Record("reduce_scatter", "n", "1", "n", reduces=True, dual="allgather",
            reference="lax.psum_scatter"),
-    Record("allgather", "1", "n", "n", dual="reduce_scatter", reference="lax.all_gather"),
+    Record("allgather", "1", "n", "n", dual="reduce_scatter", replicated=True,
+           reference="lax.all_gather"),
     Record("alltoall", "n", "n", "2n", reference="lax.all_to_all"),
-    Record("broadcast", "1", "1", "1", rooted=True, dual="reduce",
+    Record("broadcast", "1", "1", "1", rooted=True, dual="reduce", replicated=True,
            reference="lax.all_gather, root's block", busbw="1"),
     Record("reduce", "1", "1", "1", rooted=True, reduces=True, dual="broadcast",
            reference="lax.psum, zeros off the root", busbw="1"),

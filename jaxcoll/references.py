@@ -11,6 +11,8 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from . import _compat
+
 REDUCE = {"sum": lax.psum, "mean": lax.pmean, "max": lax.pmax, "min": lax.pmin}
 
 
@@ -18,8 +20,7 @@ def _unless_empty(builtin, leaf):
     """``builtin(leaf)``, or zeros of its result's shape for an empty leaf."""
     if leaf.size:
         return builtin(leaf)
-    out = jax.eval_shape(builtin, leaf)
-    return jnp.zeros(out.shape, out.dtype)
+    return _compat.zeros_like_struct(jax.eval_shape(builtin, leaf))
 
 
 def on_root(values: list, axis, root: int) -> list:

@@ -139,6 +139,14 @@ class Schedule:
     def n_rounds(self) -> int:
         return len(self.rounds)
 
+    def __hash__(self) -> int:  # computed once: a primitive's parameter is hashed at every bind
+        cached = self.__dict__.get("_hash")
+        if cached is None:
+            cached = hash((self.name, self.n_ranks, self.n_chunks, self.rounds, self.primitive,
+                           self.root))
+            object.__setattr__(self, "_hash", cached)
+        return cached
+
     def __str__(self) -> str:
         moves = any(t.into != t.chunks for r in self.rounds for t in r)
         into = ">[into]" if moves else ""
