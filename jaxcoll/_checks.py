@@ -26,11 +26,13 @@ def axis_size(fn: str, axis) -> int:
         return int(lax.axis_size(axis))
     except (NameError, ValueError):  # ValueError: a name JAX reads as a position, e.g. 0
         bound = bound_axis_names()
+        unbound = next((name for name in names if name not in bound), names[0])
         where = (f"the bound axis names here are {bound}" if bound else
                  "no axis is bound here: call it inside jax.shard_map(..., mesh=...) or "
                  "jax.vmap(..., axis_name=...)")
-        raise NameError(f"jaxcoll.{fn}: axis={axis!r} is not a bound axis name; {where}"
-                        ) from None  # NameError, as lax's collectives raise
+        # NameError and JAX's own words first, as lax's collectives raise; then jaxcoll's
+        raise NameError(f"unbound axis name: {unbound}. jaxcoll.{fn}: axis={axis!r} is not a "
+                        f"bound axis name; {where}") from None
 
 
 def _describe(value) -> str:
