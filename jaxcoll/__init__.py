@@ -4,6 +4,7 @@ from .collectives import (BUCKET_BYTES, OPS, algorithms, allgather, allreduce,
                           allreduce_with_feedback, alltoall,
                           broadcast, gather, reduce, reduce_scatter, ring_allgather, ring_allreduce,
                           ring_reduce_scatter, schedule, scatter, tree_allreduce, tree_broadcast)
+from . import lax  # lax's collectives by lax's names: `from jaxcoll import lax`
 from .overlap import allgather_fold, allgather_matmul, matmul_reduce_scatter, reduce_scatter_from
 from .compression import Compress
 from .model import (Bounds, Calibration, Cost, bounds, calibration, choose, cost, explain,
@@ -20,7 +21,8 @@ __all__ = [
     "BUCKET_BYTES", "OPS", "algorithms", "allgather", "allgather_fold", "allgather_matmul",
     "allreduce", "allreduce_with_feedback", "alltoall", "broadcast", "Compress",
     "Bounds", "bounds", "calibrate", "Calibration",
-    "calibration", "choose", "Cost", "cost", "draw", "explain", "gather", "matmul_reduce_scatter",
+    "calibration", "choose", "Cost", "cost", "draw", "explain", "gather", "lax",
+    "matmul_reduce_scatter",
     "reduce", "reduce_scatter", "reduce_scatter_from", "ring_allgather", "ring_allreduce",
     "ring_reduce_scatter", "Round",
     "scatter", "Schedule", "schedule", "ScheduleError", "set_calibration", "Simulation",

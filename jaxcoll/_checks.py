@@ -42,6 +42,23 @@ def _describe(value) -> str:
     return repr(value)
 
 
+def check_groups(fn: str, groups, n: int):
+    """``axis_index_groups`` as a tuple of equal-size tuples that hold every rank of an axis
+    of ``n`` once (lax's rule), or None."""
+    if groups is None:
+        return None
+    try:
+        checked = tuple(tuple(int(r) for r in group) for group in groups)
+    except (TypeError, ValueError):
+        checked = None
+    flat = sorted(r for group in checked or () for r in group)
+    if not checked or len({len(g) for g in checked}) != 1 or flat != list(range(n)):
+        raise ValueError(f"jaxcoll.{fn}: axis_index_groups={groups!r} must be groups of equal "
+                         f"size that hold every rank 0..{n - 1} of the axis once, e.g. "
+                         f"{[list(range(0, n, 2)), list(range(1, n, 2))] if n % 2 == 0 else [list(range(n))]}")
+    return checked
+
+
 def check_root(fn: str, root, n: int) -> int:
     if not isinstance(root, (int, np.integer)) or isinstance(root, bool):
         got = "" if isinstance(root, jax.core.Tracer) else f", got {type(root).__name__}"

@@ -109,6 +109,9 @@ class AxisPlan:
     ``permute_rank[r]`` there. ``in_mesh`` is False under ``vmap``, whose ppermute needs a
     permutation of every rank. ``stacked``: no axis is bound; the ranks are the leading
     dimension of the operand (a collective under ``vmap`` over its own axis, as a primitive).
+    ``groups`` (lax's ``axis_index_groups``): equal-size groups of ranks, each running the
+    schedule among its members (schedule rank j of group g is rank ``groups[g][j]``); all
+    groups' transfers of a matching are one ppermute.
     """
 
     axes: tuple
@@ -116,25 +119,47 @@ class AxisPlan:
     permute_rank: tuple[int, ...]
     in_mesh: bool
     stacked: bool = False
+    groups: tuple[tuple[int, ...], ...] | None = None
 
     @property
     def n_ranks(self) -> int:
-        return len(self.permute_rank)
+        """The ranks one schedule runs on: the axis' size, or a group's."""
+        return len(self.groups[0]) if self.groups else len(self.permute_rank)
 
     def pairs(self, perm) -> tuple:
-        """``perm``'s (src, dst) pairs, numbered as ppermute numbers the ranks."""
-        return tuple((self.permute_rank[src], self.permute_rank[dst]) for src, dst in perm)
+        """``perm``'s (src, dst) pairs (schedule ranks), in every group, numbered as ppermute
+        numbers the ranks."""
+        groups = self.groups or (range(len(self.permute_rank)),)
+        return tuple((self.permute_rank[group[src]], self.permute_rank[group[dst]])
+                     for group in groups for src, dst in perm)
+
+    def index(self):
+        """This rank's number in the schedule (its place in its group), traced."""
+        return rank_in_group(self.axes, self.groups)
 
 
-def axis_plan(axis) -> AxisPlan:
-    """The :class:`AxisPlan` of ``axis`` (a name or a tuple of names) where it is bound now."""
+def rank_in_group(axis, groups=None):
+    """``lax.axis_index(axis)``, or with ``axis_index_groups`` this rank's place in its group
+    (traced)."""
+    me = lax.axis_index(axis)
+    if not groups:
+        return me
+    place = np.zeros(sum(map(len, groups)), np.int32)  # rank -> its place in its group
+    for group in groups:
+        place[list(group)] = np.arange(len(group))
+    return jax.numpy.asarray(place)[me]
+
+
+def axis_plan(axis, groups=None) -> AxisPlan:
+    """The :class:`AxisPlan` of ``axis`` (a name or a tuple of names) where it is bound now;
+    ``groups``: checked ``axis_index_groups`` (a tuple of tuples) or None."""
     axes = axis if isinstance(axis, tuple) else (axis,)
     sizes = {name: int(lax.axis_size(name)) for name in axes}
     manual = manual_mesh_axes()
     in_mesh = all(name in manual for name in axes)
     permute_axes = tuple(name for name in manual if name in axes) if in_mesh else axes
     return AxisPlan(axes, permute_axes, _permute_ranks(axes, permute_axes, tuple(sizes.items())),
-                    in_mesh)
+                    in_mesh, groups=groups)
 
 
 @lru_cache(maxsize=256)

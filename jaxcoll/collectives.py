@@ -31,8 +31,8 @@ import numpy as np
 from jax.sharding import PartitionSpec as P
 
 from . import references
-from ._checks import (alltoall_dims, array_leaves, axis_size, check_choice, check_op_dtype,
-                      check_root, check_two_level_axis, gather_dim, scatter_dim)
+from ._checks import (alltoall_dims, array_leaves, axis_size, check_choice, check_groups,
+                      check_op_dtype, check_root, check_two_level_axis, gather_dim, scatter_dim)
 from . import _compat
 from .families import SCHEDULES, build_schedule, two_level
 from .execute import in_sequence
@@ -92,11 +92,13 @@ _TAKES_NONE = object()  # the op or root of a primitive that has none (None is a
 
 
 def _arguments(primitive: str, x, axis, algorithm, bucket_bytes, *, op=_TAKES_NONE,
-               root=_TAKES_NONE, fn: str | None = None):
-    """The checked arguments of a public collective: (algorithm, n, root, leaves, treedef).
+               root=_TAKES_NONE, groups=None, fn: str | None = None):
+    """The checked arguments of a public collective: (algorithm, n, root, leaves, treedef,
+    groups); ``n`` is the ranks one collective runs on (a group's, with ``groups``).
 
     ``"auto"`` stays as it is: it is resolved per packed buffer, once its size is known.
-    ``fn``: the public function's name in errors (default: ``primitive``).
+    ``groups``: lax's ``axis_index_groups``. ``fn``: the public function's name in errors
+    (default: ``primitive``).
     """
     fn = fn or primitive
     check_choice(fn, "algorithm", algorithm, algorithms(primitive))
@@ -106,6 +108,11 @@ def _arguments(primitive: str, x, axis, algorithm, bucket_bytes, *, op=_TAKES_NO
     if op is not _TAKES_NONE:
         check_choice(fn, "op", op, OPS)
     n = axis_size(fn, axis)
+    groups = check_groups(fn, groups, n)
+    if groups and two_level(primitive, algorithm):
+        raise ValueError(f"jaxcoll.{fn}: algorithm={algorithm!r} runs on the levels of a tuple "
+                         "axis and takes no axis_index_groups; pass another algorithm")
+    n = len(groups[0]) if groups else n
     if algorithm != "xla" and isinstance(axis, tuple) and len(axis) > 1 and not set(
             axis) <= set(_compat.manual_mesh_axes()):
         raise ValueError(f"jaxcoll.{fn}: axis={axis!r} names several vmap axes, but "
@@ -116,7 +123,7 @@ def _arguments(primitive: str, x, axis, algorithm, bucket_bytes, *, op=_TAKES_NO
     if op is not _TAKES_NONE:
         for leaf in leaves:
             check_op_dtype(fn, op, leaf.dtype)
-    return algorithm, n, root, leaves, treedef
+    return algorithm, n, root, leaves, treedef, groups
 
 
 def _widened(primitive: str, leaves: list, accum_dtype) -> list:
@@ -200,7 +207,8 @@ def _packed(leaves: list, dims: list, to_rows: Callable, run: Callable, from_row
 
 
 def _runner(primitive: str, algorithm: str, n: int, axis, op: str = "sum", root: int = 0,
-            compress: Compress | None = None, feedback: bool = False):
+            compress: Compress | None = None, feedback: bool = False, groups=None,
+            invariant_result: bool = False):
     """``run(buf)`` for ``_packed``: the schedule run as one primitive (primitives.py); ``auto``
     picks the one the cost model predicts fastest for this buffer (and, compressed, among those
     with the smallest error bounds), at trace time."""
@@ -214,7 +222,8 @@ def _runner(primitive: str, algorithm: str, n: int, axis, op: str = "sum", root:
                 else algorithm)
         schedule = build_schedule(primitive, name, ranks, root,
                                   pieces_for(primitive, name, n, nbytes))
-        return collective(schedule, buf, axis, combine, compress, feedback)
+        return collective(schedule, buf, axis, combine, compress, feedback, groups,
+                          invariant_result)
     return run
 
 
@@ -316,7 +325,8 @@ def _sharded_dims_local(primitive: str):
             leaves, treedef = jax.tree_util.tree_flatten(x)
 
             def result_specs(specs):
-                n = axis_size(primitive, axis)
+                groups = kwargs.get("axis_index_groups")
+                n = len(next(iter(groups))) if groups else axis_size(primitive, axis)
                 return treedef.unflatten([P(*_result_spec(primitive, spec, np.shape(leaf), n,
                                                           kwargs))
                                           for spec, leaf in zip(specs, leaves)])
@@ -372,7 +382,8 @@ def _result_spec(primitive: str, spec: tuple, shape, n: int, kwargs: dict) -> li
 
 @_sharded_dims_local("allreduce")
 def allreduce(x, axis, *, op: str = "sum", algorithm: str = "auto",
-              bucket_bytes: int | None = BUCKET_BYTES, accum_dtype=None, compress=None):
+              bucket_bytes: int | None = BUCKET_BYTES, accum_dtype=None, compress=None,
+              axis_index_groups=None):
     """Every rank gets ``op`` of ``x`` over ``axis`` (like ``lax.psum``/``pmax``/``pmin``/``pmean``).
 
     ``compress`` (``"bf16"``, ``"fp8"``, ``"int8"`` or a :class:`Compress`): transfers carry
@@ -383,16 +394,16 @@ def allreduce(x, axis, *, op: str = "sum", algorithm: str = "auto",
     M(α + Nβ/p) + M/2·Nγ/p (half of them add into the receiver). Compressed: N is the
     encoded size (int8: 0.258x float32 with blocks of 128).
     """
-    algorithm, n, _, leaves, treedef = _arguments("allreduce", x, axis, algorithm,
-                                                  bucket_bytes, op=op)
+    algorithm, n, _, leaves, treedef, groups = _arguments(
+        "allreduce", x, axis, algorithm, bucket_bytes, op=op, groups=axis_index_groups)
     if op == "sum":  # as psum: bools are summed as int32
         leaves = [leaf.astype(jnp.int32) if leaf.dtype == bool else leaf for leaf in leaves]
     compress, wide = _compressed("allreduce", compress, algorithm, leaves, op, accum_dtype)
     wide = wide if compress else _widened("allreduce", leaves, accum_dtype)
     if algorithm == "xla":
-        out = in_sequence(lambda leaf: references.REDUCE[op](leaf, axis), wide)
+        out = in_sequence(lambda leaf: references.allreduce(leaf, axis, op, groups), wide)
     else:
-        run = _runner("allreduce", algorithm, n, axis, op, compress=compress)
+        run = _runner("allreduce", algorithm, n, axis, op, compress=compress, groups=groups)
         out = _mean(_packed(wide, [None] * len(wide), _flat, run, _unflat, bucket_bytes), op, n)
     return treedef.unflatten(_narrowed(out, leaves))
 
@@ -406,8 +417,8 @@ def allreduce_with_feedback(x, residual, axis, *, compress, op: str = "mean",
     residuals are exactly what the result lacks (of the sum; ``op="mean"`` divides the result
     only), so adding them back at the next step leaves no error behind, only a delay.
     """
-    algorithm, n, _, leaves, treedef = _arguments("allreduce", x, axis, algorithm, bucket_bytes,
-                                                  op=op, fn="allreduce_with_feedback")
+    algorithm, n, _, leaves, treedef, _ = _arguments("allreduce", x, axis, algorithm, bucket_bytes,
+                                                     op=op, fn="allreduce_with_feedback")
     compress = compress_arg("allreduce_with_feedback", compress)
     if compress is None:
         raise ValueError("jaxcoll.allreduce_with_feedback: compress=None has nothing to feed "
@@ -430,22 +441,22 @@ def allreduce_with_feedback(x, residual, axis, *, compress, op: str = "mean",
 @_sharded_dims_local("reduce_scatter")
 def reduce_scatter(x, axis, *, op: str = "sum", dim: int = 0, tiled: bool = False,
                    algorithm: str = "auto", bucket_bytes: int | None = BUCKET_BYTES,
-                   accum_dtype=None, compress=None):
+                   accum_dtype=None, compress=None, axis_index_groups=None):
     """Rank i gets block i (along ``dim``) of ``op`` of ``x`` over ``axis`` (``lax.psum_scatter``).
 
     ``compress``: as allreduce's (``pairwise``: each value quantized once, at its source).
     Cost, ring: (n-1)α + (n-1)/n·Nβ + (n-1)/n·Nγ; naive: 2(n-1)α + (n-1)(N + N/n)β + (n-1)·Nγ.
     """
-    algorithm, n, _, leaves, treedef = _arguments("reduce_scatter", x, axis, algorithm,
-                                                  bucket_bytes, op=op)
+    algorithm, n, _, leaves, treedef, groups = _arguments(
+        "reduce_scatter", x, axis, algorithm, bucket_bytes, op=op, groups=axis_index_groups)
     dims = [scatter_dim("reduce_scatter", leaf.shape, dim, tiled, n) for leaf in leaves]
     compress, wide = _compressed("reduce_scatter", compress, algorithm, leaves, op, accum_dtype)
     wide = wide if compress else _widened("reduce_scatter", leaves, accum_dtype)
     if algorithm == "xla":
         out = in_sequence(lambda leaf, d: references.reduce_scatter(
-            leaf, axis, op, d, tiled, n), wide, dims)
+            leaf, axis, op, d, tiled, n, groups), wide, dims)
     else:
-        run = _runner("reduce_scatter", algorithm, n, axis, op, compress=compress)
+        run = _runner("reduce_scatter", algorithm, n, axis, op, compress=compress, groups=groups)
         out = _mean(_packed(wide, dims, _block_rows(n), run, _own_block(n, tiled),
                             bucket_bytes), op, n)
     return treedef.unflatten(_narrowed(out, leaves))
@@ -453,29 +464,39 @@ def reduce_scatter(x, axis, *, op: str = "sum", dim: int = 0, tiled: bool = Fals
 
 @_sharded_dims_local("allgather")
 def allgather(x, axis, *, dim: int = 0, tiled: bool = False, algorithm: str = "auto",
-              bucket_bytes: int | None = BUCKET_BYTES, compress=None):
+              bucket_bytes: int | None = BUCKET_BYTES, compress=None, axis_index_groups=None,
+              to: str = "varying"):
     """Every rank gets all ranks' ``x`` stacked (or, ``tiled``, concatenated) along ``dim``.
 
     Matches ``lax.all_gather(x, axis, axis=dim, tiled=tiled)``; ``bucket_bytes`` counts the
     input (a bucket's gathered buffer is n times bigger). ``compress``: each value quantized
     once, at its source, whatever the algorithm; every rank gets the same decoded values.
+    ``to="invarying"``: typed invariant under check_vma, as lax's (its transpose keeps this
+    rank's block of the cotangent, no communication).
     Cost, ring: (n-1)α + (n-1)·Nβ; naive: 2(n-1)α + (n-1)(N + nN)β (N = bytes of ``x``).
     """
-    algorithm, n, _, leaves, treedef = _arguments("allgather", x, axis, algorithm, bucket_bytes)
+    algorithm, n, _, leaves, treedef, groups = _arguments(
+        "allgather", x, axis, algorithm, bucket_bytes, groups=axis_index_groups)
+    check_choice("allgather", "to", to, ("varying", "invarying"))
+    if to == "invarying" and groups:
+        raise ValueError("jaxcoll.allgather: to='invarying' takes no axis_index_groups (a "
+                         "group's result is not the same over the whole axis), as lax's")
     dims = [gather_dim("allgather", leaf.shape, dim, tiled) for leaf in leaves]
     compress, wide = _compressed("allgather", compress, algorithm, leaves)
     if algorithm == "xla":
         return treedef.unflatten(in_sequence(lambda leaf, d: references.allgather(
-            leaf, axis, d, tiled), leaves, dims))
+            leaf, axis, d, tiled, groups, to), leaves, dims))
 
-    run = _runner("allgather", algorithm, n, axis, compress=compress)
+    run = _runner("allgather", algorithm, n, axis, compress=compress, groups=groups,
+                  invariant_result=to == "invarying")
     out = _packed(wide, dims, _flat, run, _stacked(n, tiled), bucket_bytes)
     return treedef.unflatten(_narrowed(out, leaves))
 
 
 @_sharded_dims_local("alltoall")
 def alltoall(x, axis, *, split_dim: int, concat_dim: int, tiled: bool = False,
-             algorithm: str = "auto", bucket_bytes: int | None = BUCKET_BYTES):
+             algorithm: str = "auto", bucket_bytes: int | None = BUCKET_BYTES,
+             axis_index_groups=None):
     """Rank i's block j (along ``split_dim``) goes to rank j, which puts it at place i along
     ``concat_dim`` (``lax.all_to_all(x, axis, split_dim, concat_dim, tiled=tiled)``).
 
@@ -484,13 +505,14 @@ def alltoall(x, axis, *, split_dim: int, concat_dim: int, tiled: bool = False,
     Cost, naive (pairwise): (n-1)α + (n-1)/n·Nβ; bruck: ceil(log2 n)α + about
     ceil(log2 n)/2·Nβ.
     """
-    algorithm, n, _, leaves, treedef = _arguments("alltoall", x, axis, algorithm, bucket_bytes)
+    algorithm, n, _, leaves, treedef, groups = _arguments(
+        "alltoall", x, axis, algorithm, bucket_bytes, groups=axis_index_groups)
     dims = [alltoall_dims(leaf.shape, split_dim, concat_dim, tiled, n) for leaf in leaves]
     if algorithm == "xla":
         return treedef.unflatten(in_sequence(lambda leaf, d: references.alltoall(
-            leaf, axis, d, tiled), leaves, dims))
+            leaf, axis, d, tiled, groups), leaves, dims))
 
-    run = _runner("alltoall", algorithm, n, axis)
+    run = _runner("alltoall", algorithm, n, axis, groups=groups)
     out = _packed(leaves, dims, lambda leaf, d: _block_rows(n)(leaf, d[0]), run,
                   _received(n, tiled), bucket_bytes)
     return treedef.unflatten(out)
@@ -498,79 +520,82 @@ def alltoall(x, axis, *, split_dim: int, concat_dim: int, tiled: bool = False,
 
 @_sharded_dims_local("broadcast")
 def broadcast(x, axis, *, root: int = 0, algorithm: str = "auto",
-              bucket_bytes: int | None = BUCKET_BYTES):
+              bucket_bytes: int | None = BUCKET_BYTES, axis_index_groups=None):
     """Every rank gets rank ``root``'s ``x``.
 
     Cost, naive: (n-1)(α + Nβ); binomial: ceil(log2 n)(α + Nβ); tree: up to 2 floor(log2 n)
     (α + Nβ); scatter_allgather: (ceil(log2 n) + n - 1)α + about 2(n-1)/n·Nβ.
     ``xla`` is a reference built from ``lax.all_gather``: it moves n times the data.
     """
-    algorithm, n, root, leaves, treedef = _arguments("broadcast", x, axis, algorithm,
-                                                     bucket_bytes, root=root)
+    algorithm, n, root, leaves, treedef, groups = _arguments(
+        "broadcast", x, axis, algorithm, bucket_bytes, root=root, groups=axis_index_groups)
     if algorithm == "xla":
-        return treedef.unflatten(in_sequence(lambda leaf: references.broadcast(leaf, axis, root),
-                                             leaves))
+        return treedef.unflatten(in_sequence(
+            lambda leaf: references.broadcast(leaf, axis, root, groups), leaves))
 
-    run = _runner("broadcast", algorithm, n, axis, root=root)
+    run = _runner("broadcast", algorithm, n, axis, root=root, groups=groups)
     return treedef.unflatten(_packed(leaves, [None] * len(leaves), _flat, run, _unflat,
                                      bucket_bytes))
 
 
 @_sharded_dims_local("reduce")
 def reduce(x, axis, *, root: int = 0, op: str = "sum", algorithm: str = "auto",
-           bucket_bytes: int | None = BUCKET_BYTES, accum_dtype=None):
+           bucket_bytes: int | None = BUCKET_BYTES, accum_dtype=None, axis_index_groups=None):
     """Rank ``root`` gets ``allreduce(x, axis, op=op)``; the other ranks get zeros.
 
     Cost, naive: (n-1)(α + Nβ + Nγ); binomial: ceil(log2 n)(α + Nβ + Nγ);
     reduce_scatter_gather: (n - 1 + ceil(log2 n))α + about 2(n-1)/n·Nβ + (n-1)/n·Nγ.
     """
-    algorithm, n, root, leaves, treedef = _arguments("reduce", x, axis, algorithm,
-                                                     bucket_bytes, op=op, root=root)
+    algorithm, n, root, leaves, treedef, groups = _arguments(
+        "reduce", x, axis, algorithm, bucket_bytes, op=op, root=root, groups=axis_index_groups)
     wide = _widened("reduce", leaves, accum_dtype)
     if algorithm == "xla":
-        reduced = in_sequence(lambda leaf: references.REDUCE[op](leaf, axis), wide)
-        out = references.on_root(reduced, axis, root)
+        reduced = in_sequence(lambda leaf: references.allreduce(leaf, axis, op, groups), wide)
+        out = references.on_root(reduced, axis, root, groups)
     else:  # zeros off the root
-        run = _runner("reduce", algorithm, n, axis, op, root)
+        run = _runner("reduce", algorithm, n, axis, op, root, groups=groups)
         out = _mean(_packed(wide, [None] * len(wide), _flat, run, _unflat, bucket_bytes), op, n)
     return treedef.unflatten(_narrowed(out, leaves))
 
 
 @_sharded_dims_local("gather")
 def gather(x, axis, *, root: int = 0, dim: int = 0, tiled: bool = False,
-           algorithm: str = "auto", bucket_bytes: int | None = BUCKET_BYTES):
+           algorithm: str = "auto", bucket_bytes: int | None = BUCKET_BYTES,
+           axis_index_groups=None):
     """Rank ``root`` gets ``allgather(x, axis, dim=dim, tiled=tiled)``; the others get zeros.
 
     Cost, naive: (n-1)(α + Nβ); binomial: ceil(log2 n)α + (n-1)·Nβ (N = bytes of ``x``).
     """
-    algorithm, n, root, leaves, treedef = _arguments("gather", x, axis, algorithm,
-                                                     bucket_bytes, root=root)
+    algorithm, n, root, leaves, treedef, groups = _arguments(
+        "gather", x, axis, algorithm, bucket_bytes, root=root, groups=axis_index_groups)
     dims = [gather_dim("gather", leaf.shape, dim, tiled) for leaf in leaves]
     if algorithm == "xla":
-        gathered = in_sequence(lambda leaf, d: references.allgather(leaf, axis, d, tiled), leaves,
-                               dims)
-        return treedef.unflatten(references.on_root(gathered, axis, root))
+        gathered = in_sequence(lambda leaf, d: references.allgather(leaf, axis, d, tiled, groups),
+                               leaves, dims)
+        return treedef.unflatten(references.on_root(gathered, axis, root, groups))
 
-    run = _runner("gather", algorithm, n, axis, root=root)  # zeros off the root
+    run = _runner("gather", algorithm, n, axis, root=root, groups=groups)  # zeros off the root
     return treedef.unflatten(_packed(leaves, dims, _flat, run, _stacked(n, tiled), bucket_bytes))
 
 
 @_sharded_dims_local("scatter")
 def scatter(x, axis, *, root: int = 0, dim: int = 0, tiled: bool = False,
-            algorithm: str = "auto", bucket_bytes: int | None = BUCKET_BYTES):
+            algorithm: str = "auto", bucket_bytes: int | None = BUCKET_BYTES,
+            axis_index_groups=None):
     """Rank i gets block i (along ``dim``) of rank ``root``'s ``x``; other ranks' ``x`` is unused.
 
     Blocks as in ``reduce_scatter``: ``tiled=False`` needs x.shape[dim] == n and drops dim.
     Cost, naive: (n-1)(α + N/n·β); binomial: ceil(log2 n)α + (n-1)/n·Nβ.
     """
-    algorithm, n, root, leaves, treedef = _arguments("scatter", x, axis, algorithm,
-                                                     bucket_bytes, root=root)
+    algorithm, n, root, leaves, treedef, groups = _arguments(
+        "scatter", x, axis, algorithm, bucket_bytes, root=root, groups=axis_index_groups)
     dims = [scatter_dim("scatter", leaf.shape, dim, tiled, n) for leaf in leaves]
     if algorithm == "xla":
         return treedef.unflatten(in_sequence(lambda leaf, d: references.my_block_of(
-            references.broadcast(leaf, axis, root), axis, d, tiled, n), leaves, dims))
+            references.broadcast(leaf, axis, root, groups), axis, d, tiled, n, groups), leaves,
+            dims))
 
-    run = _runner("scatter", algorithm, n, axis, root=root)
+    run = _runner("scatter", algorithm, n, axis, root=root, groups=groups)
     return treedef.unflatten(_packed(leaves, dims, _block_rows(n), run, _own_block(n, tiled),
                                      bucket_bytes))
 

@@ -98,7 +98,7 @@ def _run_segment(segment: Segment, carry, plan: AxisPlan, combine: Combine,
     is (buffer, residual): with ``compress``, each transfer carries its chunks encoded, the
     receiver decodes them, and where ``residual`` is not None the sender adds what encoding
     dropped from them into it."""
-    me = lax.axis_index(plan.axes)
+    me = plan.index()
     senders = [_senders(m.perm, plan.n_ranks) for m in segment.matchings]
     perms = [matching.perm if plan.in_mesh else full_permutation(matching.perm, plan.n_ranks)
              for matching in segment.matchings]

@@ -47,20 +47,25 @@ _COMBINE = {"sum": lax.add, "max": lax.max, "min": lax.min}
 
 
 def collective(schedule: Schedule, buf, axis, op: str = "sum", compress: Compress | None = None,
-               feedback: bool = False):
+               feedback: bool = False, groups=None, invariant_result: bool = False):
     """Run ``schedule`` (labelled with its primitive) on this rank's ``(rows, width)`` buffer
     over ``axis``, as one primitive; the result has the primitive's ``rows_out`` rows.
     ``compress``: transfers carry encoded chunks of the float32 buffer (compression.py);
-    ``feedback`` (allreduce): also return what encoding dropped at this rank, as ``buf``."""
-    plan = _compat.axis_plan(axis)
+    ``feedback`` (allreduce): also return what encoding dropped at this rank, as ``buf``;
+    ``groups``: checked ``axis_index_groups``, the schedule run in each (typed varying: a
+    group's result is not the whole axis'); ``invariant_result``: an allgather typed invariant
+    (``lax.all_gather(..., to="invarying")``), as an allreduce always is."""
+    plan = _compat.axis_plan(axis, groups)
     stuck = _compat.unreduced_axes(jax.typeof(buf)) & set(plan.axes)
     if stuck:
         raise ValueError(f"jaxcoll.{schedule.primitive}: x is typed unreduced or reduced over "
                          f"{sorted(stuck)}; jaxcoll takes varying or invariant values: "
                          "reduce it first (lax.psum) or cast it (lax.pcast)")
-    invariant = _compat.check_vma() and plan.in_mesh
-    if invariant:  # as psum does: an invariant input is first cast to varying
+    typed = _compat.check_vma() and plan.in_mesh
+    if typed:  # as lax's collectives do: an invariant input is first cast to varying
         buf = _compat.pvary(buf, plan.axes)
+    invariant = typed and not groups and (RECORDS[schedule.primitive].invariant
+                                          or invariant_result)
     if feedback:
         return tuple(FEEDBACK.bind(buf, schedule=_shown(schedule), plan=plan, op=op,
                                    invariant=invariant, compress=compress))
@@ -96,7 +101,7 @@ def program(buf, *, schedule: Schedule, plan, op: str, invariant: bool = False,
     ``feedback``, an allreduce's: the result and what encoding dropped)."""
     del invariant  # typing only
     p, n = schedule.primitive, schedule.n_ranks
-    me = lax.axis_index(plan.axes)
+    me = plan.index()
     run = partial(execute, schedule, axis=plan.axes, combine=_COMBINE[op], plan=plan,
                   compress=compress, settle=p in ("allreduce", "allgather"), feedback=feedback)
     if feedback:
@@ -124,7 +129,7 @@ def _abstract_eval(x, *, schedule: Schedule, plan, op: str, invariant: bool, com
         raise ValueError(f"jaxcoll_{record.name}: expects a ({'n, ' * plan.stacked}"
                          f"{record.rows_in}, width) buffer for n = {n}, got {x.shape}")
     out = x.update(shape=(*ranks, rows, x.shape[-1]))
-    if record.invariant and invariant:
+    if invariant:  # typed invariant over the axis (psum's, all_gather_invariant's)
         out = _compat.with_varying(out, _compat.varying_axes(x) - set(plan.axes))
     return out
 
@@ -178,8 +183,12 @@ def _transpose(ct, x, *, schedule: Schedule, plan, op: str, invariant: bool, com
                                   f"compress={compress!r} is not linear")
     if type(ct) is ad.Zero:
         return (ad.Zero(x.aval.to_tangent_aval()),)
-    if RECORDS[schedule.primitive].invariant and invariant:
-        return (_compat.pvary(ct, plan.axes),)  # psum's transpose under check_vma
+    if invariant:  # psum's and all_gather_invariant's transposes: this rank's part, no traffic
+        ct = _compat.pvary(ct, plan.axes)
+        record = RECORDS[schedule.primitive]
+        if record.rows_in == record.rows_out:
+            return (ct,)
+        return (lax.dynamic_slice_in_dim(ct, plan.index(), 1, axis=0),)  # (n, w) -> (1, w)
     return (_transpose_bind(ct, schedule=schedule, plan=plan, invariant=invariant),)
 
 

@@ -23,39 +23,47 @@ def _unless_empty(builtin, leaf):
     return _compat.zeros_like_struct(jax.eval_shape(builtin, leaf))
 
 
-def on_root(values: list, axis, root: int) -> list:
-    """``values`` on the root rank, zeros elsewhere."""
-    is_root = lax.axis_index(axis) == root
+def on_root(values: list, axis, root: int, groups=None) -> list:
+    """``values`` on the root rank (of each group), zeros elsewhere."""
+    is_root = _compat.rank_in_group(axis, groups) == root
     return [jnp.where(is_root, v, jnp.zeros_like(v)) for v in values]
 
 
-def my_block_of(full, axis, d: int, tiled: bool, n: int):
-    """This rank's block (along d) of an array every rank holds."""
+def my_block_of(full, axis, d: int, tiled: bool, n: int, groups=None):
+    """This rank's block (along d) of an array every rank (of its group) holds."""
     block = full.shape[d] // n
-    mine = lax.dynamic_slice_in_dim(full, lax.axis_index(axis) * block, block, axis=d)
+    me = _compat.rank_in_group(axis, groups)
+    mine = lax.dynamic_slice_in_dim(full, me * block, block, axis=d)
     return mine if tiled else jnp.squeeze(mine, d)
 
 
-def reduce_scatter(leaf, axis, op: str, d: int, tiled: bool, n: int):
+def allreduce(leaf, axis, op: str, groups=None):
+    """``lax.psum`` / ``pmean`` / ``pmax`` / ``pmin``."""
+    return REDUCE[op](leaf, axis, axis_index_groups=groups)
+
+
+def reduce_scatter(leaf, axis, op: str, d: int, tiled: bool, n: int, groups=None):
     """``lax.psum_scatter``, or for max/min (which it lacks) pmax/pmin + this rank's block."""
     if op in ("sum", "mean"):
-        out = _unless_empty(
-            lambda x: lax.psum_scatter(x, axis, scatter_dimension=d, tiled=tiled), leaf)
+        out = _unless_empty(lambda x: lax.psum_scatter(
+            x, axis, scatter_dimension=d, tiled=tiled, axis_index_groups=groups), leaf)
         return out / n if op == "mean" else out
-    return my_block_of(REDUCE[op](leaf, axis), axis, d, tiled, n)
+    return my_block_of(allreduce(leaf, axis, op, groups), axis, d, tiled, n, groups)
 
 
-def allgather(leaf, axis, d: int, tiled: bool):
+def allgather(leaf, axis, d: int, tiled: bool, groups=None, to: str = "varying"):
     """``lax.all_gather``."""
-    return _unless_empty(lambda x: lax.all_gather(x, axis, axis=d, tiled=tiled), leaf)
+    return _unless_empty(lambda x: lax.all_gather(x, axis, axis=d, tiled=tiled,
+                                                  axis_index_groups=groups, to=to), leaf)
 
 
-def alltoall(leaf, axis, dims: tuple[int, int], tiled: bool):
+def alltoall(leaf, axis, dims: tuple[int, int], tiled: bool, groups=None):
     """``lax.all_to_all``."""
     split, concat = dims
-    return _unless_empty(lambda x: lax.all_to_all(x, axis, split, concat, tiled=tiled), leaf)
+    return _unless_empty(lambda x: lax.all_to_all(x, axis, split, concat, tiled=tiled,
+                                                  axis_index_groups=groups), leaf)
 
 
-def broadcast(leaf, axis, root: int):
+def broadcast(leaf, axis, root: int, groups=None):
     """Root's leaf, bit for bit, from ``lax.all_gather`` (it moves n times the data)."""
-    return leaf if leaf.size == 0 else lax.all_gather(leaf, axis)[root]
+    return leaf if leaf.size == 0 else lax.all_gather(leaf, axis, axis_index_groups=groups)[root]

@@ -1,0 +1,80 @@
+"""lax's collectives under lax's names and signatures, run by jaxcoll's algorithms.
+
+``from jaxcoll import lax`` in place of ``from jax import lax`` runs code written against
+``jax.lax`` unchanged: ``psum``, ``pmean``, ``pmax``, ``pmin``, ``all_gather``,
+``psum_scatter``, ``all_to_all`` and ``pbroadcast`` take lax's arguments (``axis_index_groups``
+included) plus a keyword-only ``algorithm=`` (default ``"auto"``; ``"xla"`` is the built-in
+itself); every other name (``ppermute``, ``axis_index``, ``dot_general``, ...) is
+``jax.lax``'s own.
+"""
+
+from __future__ import annotations
+
+import jax
+from jax import lax as _lax
+
+from . import collectives as _c
+
+__all__ = ["psum", "pmean", "pmax", "pmin", "all_gather", "psum_scatter", "all_to_all",
+           "pbroadcast"]
+
+
+def psum(x, axis_name, *, axis_index_groups=None, algorithm: str = "auto"):
+    """``lax.psum``: the sum over ``axis_name`` (of each group)."""
+    return _c.allreduce(x, axis_name, op="sum", algorithm=algorithm,
+                        axis_index_groups=axis_index_groups)
+
+
+def pmax(x, axis_name, *, axis_index_groups=None, algorithm: str = "auto"):
+    """``lax.pmax``: the maximum over ``axis_name`` (of each group)."""
+    return _c.allreduce(x, axis_name, op="max", algorithm=algorithm,
+                        axis_index_groups=axis_index_groups)
+
+
+def pmin(x, axis_name, *, axis_index_groups=None, algorithm: str = "auto"):
+    """``lax.pmin``: the minimum over ``axis_name`` (of each group)."""
+    return _c.allreduce(x, axis_name, op="min", algorithm=algorithm,
+                        axis_index_groups=axis_index_groups)
+
+
+def pmean(x, axis_name, *, axis_index_groups=None, algorithm: str = "auto"):
+    """``lax.pmean``: ``psum / n`` (integers give floats, as lax's do)."""
+    total = psum(x, axis_name, axis_index_groups=axis_index_groups, algorithm=algorithm)
+    n = len(axis_index_groups[0]) if axis_index_groups else _lax.axis_size(axis_name)
+    return jax.tree_util.tree_map(lambda leaf: leaf / n, total)
+
+
+def all_gather(x, axis_name, *, axis_index_groups=None, axis: int = 0, tiled: bool = False,
+               to: str = "varying", algorithm: str = "auto"):
+    """``lax.all_gather``: every rank's ``x`` stacked (or ``tiled``, concatenated) at ``axis``."""
+    return _c.allgather(x, axis_name, dim=axis, tiled=tiled, algorithm=algorithm,
+                        axis_index_groups=axis_index_groups, to=to)
+
+
+def psum_scatter(x, axis_name, *, scatter_dimension: int = 0, axis_index_groups=None,
+                 tiled: bool = False, algorithm: str = "auto"):
+    """``lax.psum_scatter``: this rank's block of the sum along ``scatter_dimension``."""
+    return _c.reduce_scatter(x, axis_name, op="sum", dim=scatter_dimension, tiled=tiled,
+                             algorithm=algorithm, axis_index_groups=axis_index_groups)
+
+
+def all_to_all(x, axis_name, split_axis: int, concat_axis: int, *, axis_index_groups=None,
+               tiled: bool = False, algorithm: str = "auto"):
+    """``lax.all_to_all``: block j along ``split_axis`` to rank j, received blocks along
+    ``concat_axis``."""
+    return _c.alltoall(x, axis_name, split_dim=split_axis, concat_dim=concat_axis, tiled=tiled,
+                       algorithm=algorithm, axis_index_groups=axis_index_groups)
+
+
+def pbroadcast(x, axis_name, source: int, *, algorithm: str = "auto"):
+    """``lax.pbroadcast``: every rank gets rank ``source``'s ``x``."""
+    return _c.broadcast(x, axis_name, root=source, algorithm=algorithm)
+
+
+def __getattr__(name: str):
+    """Everything else is ``jax.lax``'s own."""
+    try:
+        return getattr(_lax, name)
+    except AttributeError:
+        raise AttributeError(f"module 'jaxcoll.lax' has no attribute {name!r} (nor has "
+                             "jax.lax)") from None

@@ -1,0 +1,188 @@
+"""lax's whole collective surface: ``jaxcoll.lax`` (lax's names and signatures) and
+``axis_index_groups``, against jax.lax itself."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax import lax as jax_lax
+from jax.sharding import PartitionSpec as P
+
+import jaxcoll
+from jaxcoll import lax as coll_lax
+from jaxcoll.families import SCHEDULES
+
+from helpers import AXIS, assert_same, count_permutes, exact_inputs, mesh
+
+N = 8
+GROUPS = {
+    "strided": [[0, 2, 4, 6], [1, 3, 5, 7]],
+    "contiguous": [[0, 1, 2, 3], [4, 5, 6, 7]],
+    "permuted": [[3, 1, 5, 7], [0, 6, 4, 2]],  # a group's order is its ranks' numbering
+}
+
+
+def _lax_program(lax):
+    """A shard_map body written against ``lax`` (jax.lax or jaxcoll.lax), unchanged."""
+    def body(b):
+        b = b[0]
+        results = (lax.psum(b, AXIS), lax.pmean(b, AXIS), lax.pmax(b, AXIS), lax.pmin(b, AXIS),
+                   lax.pmean(jnp.arange(3), AXIS), lax.all_gather(b, AXIS, to="invarying"),
+                   lax.all_gather(b, AXIS, axis=1, tiled=True),
+                   lax.psum_scatter(b, AXIS, scatter_dimension=0, tiled=True),
+                   lax.all_to_all(b, AXIS, 0, 1, tiled=True),
+                   lax.psum_scatter(b, AXIS, axis_index_groups=GROUPS["permuted"], tiled=True))
+        types = [str(jax.typeof(r)) for r in results]
+        return results[:6], tuple(r[None] for r in results[6:]), types
+    return body
+
+
+@pytest.mark.parametrize("check_vma", [True, False])
+def test_code_written_for_jax_lax_runs_unchanged(check_vma):
+    """The same body with ``from jaxcoll import lax``: the same values, dtypes and types."""
+    x = exact_inputs(N, (N, 3), jnp.float32)
+    seen = {}
+    results = {}
+    for name, lax in (("jax", jax_lax), ("jaxcoll", coll_lax)):
+        def body(b, lax=lax, name=name):
+            invariant, varying, seen[name] = _lax_program(lax)(b)
+            return invariant, varying
+        step = jax.jit(jax.shard_map(body, mesh=mesh(N), in_specs=P(AXIS),
+                                     out_specs=((P(),) * 6, (P(AXIS),) * 4),
+                                     check_vma=check_vma))
+        results[name] = step(x)
+    assert seen["jaxcoll"] == seen["jax"]
+    for ours, theirs in zip(jax.tree_util.tree_leaves(results["jaxcoll"]),
+                            jax.tree_util.tree_leaves(results["jax"])):
+        assert_same(ours, theirs)
+
+
+def test_other_names_are_jax_lax_own():
+    assert coll_lax.ppermute is jax_lax.ppermute and coll_lax.axis_index is jax_lax.axis_index
+    assert coll_lax.dot_general is jax_lax.dot_general
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        coll_lax.nope  # noqa: B018
+
+
+def test_algorithm_is_keyword_only_and_reaches_the_schedule():
+    """lax's positional arguments are lax's; ``algorithm=`` picks the schedule (HLO evidence:
+    collective-permutes only, where lax would compile an all-reduce)."""
+    step = jax.jit(jax.shard_map(lambda b: coll_lax.psum(b, AXIS, algorithm="ring"),
+                                 mesh=mesh(N), in_specs=P(AXIS), out_specs=P()))
+    hlo = step.lower(jnp.ones((N, 4))).compile().as_text()
+    assert "collective-permute" in hlo and "all-reduce" not in hlo
+    with pytest.raises(TypeError):
+        coll_lax.psum(jnp.ones(3), AXIS, None, "ring")  # too many positional arguments
+
+
+def _grouped(primitive: str, algorithm: str, groups):
+    """``primitive`` over AXIS in ``groups``, jaxcoll's (``algorithm``) or lax's (``None``)."""
+    if algorithm is None:
+        return {"allreduce": lambda b: jax_lax.psum(b, AXIS, axis_index_groups=groups),
+                "allgather": lambda b: jax_lax.all_gather(b, AXIS, axis_index_groups=groups),
+                "reduce_scatter": lambda b: jax_lax.psum_scatter(
+                    b, AXIS, axis_index_groups=groups, tiled=True),
+                "alltoall": lambda b: jax_lax.all_to_all(
+                    b, AXIS, 0, 0, axis_index_groups=groups, tiled=True)}[primitive]
+    kwargs = dict(algorithm=algorithm, axis_index_groups=groups)
+    return {"allreduce": lambda b: jaxcoll.allreduce(b, AXIS, **kwargs),
+            "allgather": lambda b: jaxcoll.allgather(b, AXIS, **kwargs),
+            "reduce_scatter": lambda b: jaxcoll.reduce_scatter(b, AXIS, tiled=True, **kwargs),
+            "alltoall": lambda b: jaxcoll.alltoall(b, AXIS, split_dim=0, concat_dim=0,
+                                                   tiled=True, **kwargs)}[primitive]
+
+
+def _per_rank(fn, check_vma=False):
+    """jit(shard_map(fn)) over N ranks, every result with a leading rank axis."""
+    return jax.jit(jax.shard_map(
+        lambda b: jax.tree_util.tree_map(lambda y: y[None], fn(b[0])), mesh=mesh(N),
+        in_specs=P(AXIS), out_specs=P(AXIS), check_vma=check_vma))
+
+
+def _every_algorithm(primitive: str) -> list[str]:
+    return sorted(name for name, entry in SCHEDULES[primitive].items() if not entry.two_level)
+
+
+@pytest.mark.parametrize("primitive", ["allreduce", "allgather", "reduce_scatter", "alltoall"])
+def test_axis_index_groups_every_algorithm(primitive):
+    """Each group runs the schedule among its members, in the group's order, as lax's groups:
+    every algorithm with permuted groups, the ring with strided and contiguous ones."""
+    x = exact_inputs(N, (N, 3), jnp.float32)
+    cases = [(algorithm, "permuted") for algorithm in _every_algorithm(primitive)]
+    ring = "ring" if "ring" in SCHEDULES[primitive] else "naive"
+    cases += [(ring, "strided"), (ring, "contiguous")]
+    out = _per_rank(lambda b: [jnp.stack(pair) for pair in jaxcoll.check.ours_and_reference(
+        cases, [b] * len(cases), lambda c, v: _grouped(primitive, c[0], GROUPS[c[1]])(v),
+        lambda c, v: _grouped(primitive, None, GROUPS[c[1]])(v))])(x)
+    for case, pair in zip(cases, out):  # each (ranks, ours | lax's, ...)
+        assert_same(pair[:, 0], pair[:, 1], f"{primitive} {case}")
+
+
+@pytest.mark.parametrize("primitive, algorithm", [("allreduce", "recursive_doubling"),
+                                                  ("allgather", "bruck"),
+                                                  ("reduce_scatter", "ring"),
+                                                  ("alltoall", "naive")])
+def test_axis_index_groups_gradients_match_lax(primitive, algorithm):
+    x = exact_inputs(N, (N, 3), jnp.float32)
+
+    def loss(fn):
+        return lambda v: jnp.sum(jnp.sin(_per_rank(fn)(v)))
+    ours = jax.grad(loss(_grouped(primitive, algorithm, GROUPS["permuted"])))(x)
+    theirs = jax.grad(loss(_grouped(primitive, None, GROUPS["permuted"])))(x)
+    np.testing.assert_allclose(ours, theirs, rtol=1e-6)
+
+
+def test_rooted_collectives_take_groups_with_a_root_per_group():
+    """A root is a place in each group (lax has no rooted collectives; the xla reference is
+    built from lax.all_gather with the same groups)."""
+    x = exact_inputs(N, (N, 3), jnp.float32)
+    groups = GROUPS["permuted"]
+    cases = [("broadcast", "binomial"), ("reduce", "tree"), ("gather", "naive"),
+             ("scatter", "binomial")]
+
+    def call(case, algorithm, v):
+        primitive, _ = case
+        kwargs = dict(root=1, algorithm=algorithm, axis_index_groups=groups)
+        if primitive in ("gather", "scatter"):
+            kwargs["tiled"] = True
+        return getattr(jaxcoll, primitive)(v, AXIS, **kwargs)
+    out = _per_rank(lambda b: [jnp.stack(pair) for pair in jaxcoll.check.ours_and_reference(
+        cases, [b] * len(cases), lambda c, v: call(c, c[1], v),
+        lambda c, v: call(c, "xla", v))])(x)
+    for case, pair in zip(cases, out):
+        assert_same(pair[:, 0], pair[:, 1], str(case))
+
+
+def test_groups_under_check_vma_are_typed_varying():
+    """A group's result is not the whole axis': typed varying (lax's pmax with groups says
+    invariant, and its psum refuses check_vma; docs/sharp_bits.md)."""
+    x = exact_inputs(N, (3,), jnp.float32)
+    seen = []
+
+    def body(b):
+        y = jaxcoll.allreduce(b, AXIS, algorithm="ring", axis_index_groups=GROUPS["strided"])
+        seen.append(jax.typeof(y))
+        return y
+    out = jax.jit(jax.shard_map(body, mesh=mesh(N), in_specs=P(AXIS), out_specs=P(AXIS)))(x)
+    assert AXIS in jaxcoll._compat.varying_axes(seen[0])
+    want = np.asarray(x).reshape(4, 2, 3).sum(0)  # strided groups: even and odd ranks
+    assert_same(out, np.tile(want, (4, 1)))
+
+
+def test_allgather_to_invarying_transposes_without_traffic():
+    """``to="invarying"``: typed invariant like lax's, and the gradient (check_vma=True) is
+    this rank's block of the cotangent, as lax's all_gather_invariant."""
+    x = exact_inputs(N, (2,), jnp.float32)
+
+    def loss(gather):
+        return lambda v: jnp.sum(jnp.sin(jax.shard_map(
+            gather, mesh=mesh(N), in_specs=P(AXIS), out_specs=P())(v))
+            * jnp.arange(N * 2).reshape(N, 2))
+    ours = jax.jit(jax.grad(loss(lambda b: jaxcoll.allgather(
+        b, AXIS, tiled=True, to="invarying", algorithm="ring"))))
+    theirs = jax.grad(loss(lambda b: jax_lax.all_gather(b, AXIS, tiled=True, to="invarying")))
+    np.testing.assert_allclose(ours(x), theirs(x), rtol=1e-6)
+    forward = jax.jit(loss(lambda b: jaxcoll.allgather(b, AXIS, tiled=True, to="invarying",
+                                                       algorithm="ring")))
+    backward_permutes = count_permutes(ours.lower(x).compile().as_text())
+    assert backward_permutes == count_permutes(forward.lower(x).compile().as_text()) > 0
