@@ -96,7 +96,8 @@ class Convention:
     """How nccl-tests sizes and scores one collective."""
 
     factor: str  # busbw = algbw x this factor of n (records.Record.busbw_factor)
-    layout: str  # "whole": S is the buffer; "scatter": the input, n blocks; "gather": the output
+    layout: str  # "whole": S is the buffer; "scatter", "exchange": the input, n blocks;
+    #              "gather": the output, n blocks (records.Record.layout)
     reduces: bool = False
 
 
@@ -115,7 +116,7 @@ def layout(op: str, size: int, itemsize: int, n: int) -> tuple[int, int, int]:
         count = max(1, size // itemsize)
         return count, count, count * itemsize
     count = max(1, size // itemsize // n)  # one block
-    elements = count * n if CONVENTIONS[op].layout == "scatter" else count
+    elements = count * n if CONVENTIONS[op].layout in ("scatter", "exchange") else count
     return count, elements, count * n * itemsize
 
 
@@ -358,7 +359,7 @@ def run_compressed_point(op: str, size: int, algorithms: list[str], ranks: Ranks
         chosen = choose(op, n, elements * 4, compress=compress) if name == "auto" else name
         schedule = build_schedule(op, chosen, n, 0, pieces_for(op, chosen, n, elements * 4))
         bound = result_bound(compress, schedule, values)  # flat, in the result's order
-        bound = bound.reshape(n, count) if op == "reduce_scatter" else bound
+        bound = bound.reshape(n, count) if CONVENTIONS[op].layout == "scatter" else bound
         wrong[name] = int(np.sum(error > bound))
     tick()
     times = time_alternating(programs, x, iters, warmup, tick)
@@ -763,7 +764,7 @@ def _compress(parser, args, ops: list[str], dtype: str) -> Compress | None:
 
     if not args.compress:
         return None
-    other = [op for op in ops if op not in ("allreduce", "reduce_scatter", "allgather")]
+    other = [op for op in ops if not RECORDS[op].compressible]
     if other or dtype != "float32" or jax.process_count() > 1:
         parser.error(f"argument --compress: takes --op allreduce, reduce_scatter or allgather "
                      f"(not {', '.join(other) or 'these'}), --dtype float32 (got {dtype}) "

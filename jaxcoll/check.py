@@ -49,7 +49,7 @@ def call_collective(primitive: str, algorithm: str, x, axis, root: int = 0, comp
         kwargs["compress"] = compress
     if primitive in SCATTERING:
         kwargs["tiled"] = True
-    if primitive == "alltoall":
+    if RECORDS[primitive].layout == "exchange":  # alltoall
         kwargs.update(split_dim=0, concat_dim=0)
     return getattr(collectives, primitive)(x, axis, algorithm=algorithm, **kwargs)
 

@@ -39,6 +39,7 @@ from .execute import in_sequence
 from .compression import Compress, compress_arg
 from .model import choose, pieces_for
 from .primitives import collective
+from .records import RECORDS
 from .schedules import Schedule
 
 OPS = ("sum", "mean", "max", "min")
@@ -350,16 +351,17 @@ def _result_spec(primitive: str, spec: tuple, shape, n: int, kwargs: dict) -> li
                              "collective splits or gathers must be whole on every device")
         return d
 
-    if primitive in ("reduce_scatter", "scatter"):
+    layout = RECORDS[primitive].layout
+    if layout == "scatter":  # reduce_scatter, scatter
         d = whole(scatter_dim(primitive, shape, kwargs.get("dim", 0), tiled, n), "dim")
         return spec if tiled else spec[:d] + spec[d + 1:]
-    if primitive in ("allgather", "gather"):
+    if layout == "gather":  # allgather, gather
         d = gather_dim(primitive, shape, kwargs.get("dim", 0), tiled)
         if tiled:
             whole(d, "dim")
             return spec
         return spec[:d] + [None] + spec[d:]
-    if primitive == "alltoall":
+    if layout == "exchange":  # alltoall
         split, concat = alltoall_dims(shape, kwargs["split_dim"], kwargs["concat_dim"], tiled, n)
         whole(split, "split_dim")
         if tiled:

@@ -43,6 +43,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from .records import RECORDS
 from .schedules import Schedule
 
 KINDS = ("bf16", "fp8", "int8")
@@ -161,9 +162,10 @@ def result_bound(compress: Compress, schedule: Schedule, x: np.ndarray) -> np.nd
     allgather by ``schedule`` of ``x`` (ranks, values): each rank's input. Flat, in the
     result's order: allreduce (values,); reduce_scatter (values,), rank r's block at
     r·values/n; allgather (ranks·values,)."""
-    n, primitive = schedule.n_ranks, schedule.primitive
-    buffers = x.reshape(1, -1) if primitive == "allgather" else x  # gather: row r is rank r's
-    rows = 1 if primitive == "allreduce" else n
+    n, record = schedule.n_ranks, RECORDS[schedule.primitive]
+    # an owner's input is its row of the buffer: rank r's values are row r of one buffer
+    buffers = x.reshape(1, -1) if record.source == "owner" else x
+    rows = record.rows("schedule_blocks", n)
     total_max = sum_of_block_maxima(buffers, schedule.n_chunks, compress.block, rows)
-    d = quantizations(schedule, primitive != "reduce_scatter")
+    d = quantizations(schedule, record.replicated)
     return error_bound(compress, d, n, total_max)

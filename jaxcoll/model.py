@@ -302,7 +302,7 @@ def ranking(primitive: str, n: int, nbytes: float, calibration_: Calibration | N
         costs.append((name, replace(c, seconds=seconds)))
         if compress is not None:
             schedule = schedule_for(primitive, name, n, nbytes, cal, topology)
-            settle = primitive in ("allreduce", "allgather")
+            settle = RECORDS[primitive].replicated
             bounds[name] = error_bound(compress, quantizations(schedule, settle), n, 1.0)
     if bounds:
         costs = [(name, c) for name, c in costs if bounds[name] <= 1.5 * min(bounds.values())]
@@ -342,19 +342,19 @@ class Bounds:
 def _must_send(primitive: str, n: int, nbytes: float) -> float:
     """Bytes some rank must send (or the root send or receive) when n ranks hold ``nbytes``:
     (n-1)/n·N for reduce_scatter, allgather, alltoall, gather and scatter; 2(n-1)/n·N for
-    allreduce (Patarasuk and Yuan, 2009); N for broadcast and reduce."""
-    share = (n - 1) / n * nbytes
-    return {"allreduce": 2 * share, "broadcast": nbytes, "reduce": nbytes}.get(primitive, share)
+    allreduce (Patarasuk and Yuan, 2009); N for broadcast and reduce (Record.must_send)."""
+    return RECORDS[primitive].must_send(n, nbytes)
 
 
 def _must_cross(primitive: str, n: int, nbytes: float) -> float:
     """Bytes that must move between ranks in all: what every rank must send, from each, for
     the unrooted ones; N to each of n-1 ranks (broadcast) or from each (reduce); the root's
     share alone for gather and scatter."""
-    if primitive in ("broadcast", "reduce"):
+    record = RECORDS[primitive]
+    if record.rooted and record.layout == "whole":  # broadcast, reduce
         return (n - 1) * nbytes
     one = _must_send(primitive, n, nbytes)
-    return one if RECORDS[primitive].rooted else n * one
+    return one if record.rooted else n * one
 
 
 def bounds(primitive: str, n: int, nbytes: float, calibration_: Calibration | None = None,

@@ -100,23 +100,13 @@ def program(buf, *, schedule: Schedule, plan, op: str, invariant: bool = False,
     """The ppermute program of one primitive on this rank's (rows_in, width) buffer (with
     ``feedback``, an allreduce's: the result and what encoding dropped)."""
     del invariant  # typing only
-    p, n = schedule.primitive, schedule.n_ranks
-    me = plan.index()
+    record, me = RECORDS[schedule.primitive], plan.index()
     run = partial(execute, schedule, axis=plan.axes, combine=_COMBINE[op], plan=plan,
-                  compress=compress, settle=p in ("allreduce", "allgather"), feedback=feedback)
+                  compress=compress, settle=record.replicated, feedback=feedback)
     if feedback:
         return run(buf)
-    if p in ("allgather", "gather"):  # this rank's (1, width) input in row me of (n, width)
-        blocks = jnp.zeros((n, buf.shape[1]), buf.dtype)
-        buf = lax.dynamic_update_slice_in_dim(blocks, buf, me, axis=0)
-    if p == "alltoall":  # the input twice; rows n.. receive (see records.py)
-        return run(jnp.concatenate([buf, buf]))[n:]  # (2n, width) -> (n, width)
-    out = run(buf)
-    if p in ("reduce_scatter", "scatter"):  # this rank's row: (n, width) -> (1, width)
-        out = lax.dynamic_slice_in_dim(out, me, 1, axis=0)
-    if p in ("reduce", "gather"):  # zeros off the root
-        out = jnp.where(me == schedule.root, out, jnp.zeros_like(out))
-    return out
+    out = run(record.enter(buf, me, schedule.n_ranks))
+    return record.leave(out, me, schedule.n_ranks, schedule.root)
 
 
 # ----------------------------------------------------------------------------- the rules

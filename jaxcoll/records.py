@@ -1,19 +1,32 @@
-"""What each collective *is*, written once: its buffer layouts, what it types like, its dual.
+"""What each collective *is*, written once: one object per collective with all its rules.
 
-Plain data, no JAX: the primitives, the verifier, the cost model, the main job (check.py), the
-benchmark's conventions and the tests read it.
+The one module that knows the collectives by name. Everything else asks these objects:
+the verifier (what each rank starts with and must end with), the primitives (how a buffer
+enters the schedule and the result leaves it), the public functions (how a leaf's blocks are
+laid out), the cost model and the bounds, compression, streams, the benchmark (nccl-tests'
+conventions) and the main job.
 
-The public functions pack a pytree into a (rows, width) buffer; a primitive takes ``rows_in``
-rows and gives ``rows_out`` ("1" or "n", n = ranks). Its schedule runs on a buffer of
-``schedule_blocks`` blocks ("1", "n", or "2n" for alltoall: the input twice, rows n.. receive;
-see symbolic.py). ``dual`` names the primitive whose schedule is this one's run backwards
-(rounds reversed, src and dst swapped, copy and reduce exchanged): the transpose. allreduce and
-alltoall are their own transposes and run their own schedule for it.
+A collective runs on a (rows, width) buffer per rank: ``rows_in`` rows in and ``rows_out``
+out ("1" or "n", n = ranks). Its schedule runs on a buffer of ``schedule_blocks`` blocks ("1",
+"n", or "2n" for alltoall: the input twice, rows n.. receive). What the schedule moves is said
+by two words:
+
+- ``source``: whose data a chunk holds before the first round: ``"every"`` rank's own (to be
+  reduced), the ``"root"``'s, or its ``"owner"``'s (block i is rank i's; the others hold none);
+- ``destination``: who must end with the result of a chunk: ``"every"`` rank, the ``"root"``,
+  or its block's ``"owner"``.
+
+``dual`` names the primitive whose schedule is this one's run backwards (rounds reversed, src
+and dst swapped, copy and reduce exchanged): the transpose. allreduce and alltoall are their own
+transposes and run their own schedule for it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import groupby
+
+Promise = list[tuple[int, list[tuple[int, int, int]]]]  # (rank, [(chunk, origin, ranks), ...])
 
 
 @dataclass(frozen=True)
@@ -22,20 +35,25 @@ class Record:
     rows_in: str
     rows_out: str
     schedule_blocks: str
+    source: str  # "every" | "root" | "owner": whose data a chunk holds before the first round
+    destination: str  # "every" | "root" | "owner": who ends with it
     rooted: bool = False
     reduces: bool = False
     invariant: bool = False  # typed invariant over the axis, as lax's built-in (psum) is
     replicated: bool = False  # the same result on every rank: unmapped under vmap, as lax's
+    compressible: bool = False  # takes compress= (sums and gathers of float blocks)
+    streams: bool = False  # a ring of it can hand each block to the caller as it arrives
     dual: str = ""  # "" : its own transpose, with its own schedule
     reference: str = ""  # the lax built-in it matches (or is built from)
     busbw: str = "(n-1)/n"  # nccl-tests' busbw / algbw (doc/PERFORMANCE.md)
 
     @property
     def layout(self) -> str:
-        """How nccl-tests sizes it: "whole" (S is the buffer), "scatter" (S is the input, n
-        blocks) or "gather" (S is the output, n blocks)."""
+        """How a leaf is laid out and how nccl-tests sizes it: "whole" (S is the buffer),
+        "scatter" (S is the input, n blocks along ``dim``), "gather" (S is the output, n
+        blocks) or "exchange" (alltoall: n blocks in, n out)."""
         if self.rows_in == "n":
-            return "scatter"
+            return "exchange" if self.rows_out == "n" else "scatter"
         return "gather" if self.rows_out == "n" else "whole"
 
     def busbw_factor(self, n: int) -> float:
@@ -46,21 +64,99 @@ class Record:
         """``rows_in``/``rows_out``/``schedule_blocks`` as a number for n ranks."""
         return {"1": 1, "n": n, "2n": 2 * n}[getattr(self, which)]
 
+    def must_send(self, n: int, nbytes: float) -> float:
+        """Bytes some rank must send or receive, whatever the schedule: (n-1)/n·N, 2(n-1)/n·N
+        for allreduce (Patarasuk and Yuan, 2009), N for broadcast and reduce: busbw's bytes."""
+        return self.busbw_factor(n) * nbytes
+
+    # -------------------------------------------------------------- the schedule's buffer
+
+    def origins(self, rank: int, n: int, n_chunks: int, root: int) -> list[int | None]:
+        """For each of ``rank``'s chunks, the chunk id of its own data it holds before the
+        first round (None: nothing meaningful yet)."""
+        chunks = list(range(n_chunks))
+        if self.source == "every":
+            return chunks
+        if self.source == "root":
+            return chunks if rank == root else [None] * n_chunks
+        per_block = n_chunks // n  # "owner": each rank holds its own block
+        return [c if c // per_block == rank else None for c in chunks]
+
+    def promises(self, n: int, n_chunks: int, root: int) -> Promise:
+        """What every rank must end with: (rank, [(chunk, origin, ranks), ...]) for the chunks
+        it defines, in (rank, chunk) order; each must hold the contributions (r, origin) for
+        the r in the bitmask ``ranks``, and no others."""
+        per_block = n_chunks // self.rows("schedule_blocks", n)
+        whose = {"every": lambda c: (1 << n) - 1, "root": lambda c: 1 << root,
+                 "owner": lambda c: 1 << c // per_block}[self.source]
+        every_chunk = [(c, c, whose(c)) for c in range(n_chunks)]
+        if self.destination == "every":
+            return [(r, every_chunk) for r in range(n)]
+        if self.destination == "root":
+            return [(root, every_chunk)]
+        return [(r, list(row)) for r, row in groupby(every_chunk,
+                                                     lambda item: item[0] // per_block)]
+
+    # -------------------------------------------------------------- the primitive's buffer
+
+    def enter(self, buf, me, n: int):
+        """This rank's (rows_in, width) input as the schedule's (blocks, width) buffer: an
+        owner's input is its row of n."""
+        if self.source != "owner":
+            return buf
+        from jax import lax
+        import jax.numpy as jnp
+        blocks = jnp.zeros((n, buf.shape[1]), buf.dtype)  # (n, width), row me is ours
+        return lax.dynamic_update_slice_in_dim(blocks, buf, me, axis=0)
+
+    def leave(self, out, me, n: int, root: int):
+        """The schedule's buffer as this rank's (rows_out, width) result: an owner's row, or
+        zeros off the root."""
+        from jax import lax
+        import jax.numpy as jnp
+        if self.destination == "owner":  # (n, width) -> (1, width)
+            return lax.dynamic_slice_in_dim(out, me, 1, axis=0)
+        if self.destination == "root":
+            return jnp.where(me == root, out, jnp.zeros_like(out))
+        return out
+
+
+@dataclass(frozen=True)
+class _AllToAll(Record):
+    """Rank r's block i goes to rank i's block r: the schedule's buffer is the input twice,
+    chunks of the first half the ones to send, block n + i the one received from rank i."""
+
+    def origins(self, rank: int, n: int, n_chunks: int, root: int) -> list[int | None]:
+        half = n_chunks // 2  # the same data in both halves: (rank, chunk of the first half)
+        return [c % half for c in range(n_chunks)]
+
+    def promises(self, n: int, n_chunks: int, root: int) -> Promise:
+        half = n_chunks // 2  # rank r's chunk half + c: rank c's chunk r
+        return [(r, [(half + c, r, 1 << c) for c in range(half)]) for r in range(n)]
+
+    def enter(self, buf, me, n: int):
+        import jax.numpy as jnp
+        return jnp.concatenate([buf, buf])  # (n, width) -> (2n, width)
+
+    def leave(self, out, me, n: int, root: int):
+        return out[n:]  # (2n, width) -> (n, width): the received half
+
 
 RECORDS: dict[str, Record] = {r.name: r for r in (
-    Record("allreduce", "1", "1", "1", reduces=True, invariant=True, replicated=True,
-           reference="lax.psum / pmax / pmin", busbw="2(n-1)/n"),
-    Record("reduce_scatter", "n", "1", "n", reduces=True, dual="allgather",
-           reference="lax.psum_scatter"),
-    Record("allgather", "1", "n", "n", dual="reduce_scatter", replicated=True,
-           reference="lax.all_gather"),
-    Record("alltoall", "n", "n", "2n", reference="lax.all_to_all"),
-    Record("broadcast", "1", "1", "1", rooted=True, dual="reduce", replicated=True,
-           reference="lax.all_gather, root's block", busbw="1"),
-    Record("reduce", "1", "1", "1", rooted=True, reduces=True, dual="broadcast",
-           reference="lax.psum, zeros off the root", busbw="1"),
-    Record("gather", "1", "n", "n", rooted=True, dual="scatter",
+    Record("allreduce", "1", "1", "1", "every", "every", reduces=True, invariant=True,
+           replicated=True, compressible=True, reference="lax.psum / pmax / pmin",
+           busbw="2(n-1)/n"),
+    Record("reduce_scatter", "n", "1", "n", "every", "owner", reduces=True, compressible=True,
+           streams=True, dual="allgather", reference="lax.psum_scatter"),
+    Record("allgather", "1", "n", "n", "owner", "every", replicated=True, compressible=True,
+           streams=True, dual="reduce_scatter", reference="lax.all_gather"),
+    _AllToAll("alltoall", "n", "n", "2n", "owner", "owner", reference="lax.all_to_all"),
+    Record("broadcast", "1", "1", "1", "root", "every", rooted=True, replicated=True,
+           dual="reduce", reference="lax.all_gather, root's block", busbw="1"),
+    Record("reduce", "1", "1", "1", "every", "root", rooted=True, reduces=True,
+           dual="broadcast", reference="lax.psum, zeros off the root", busbw="1"),
+    Record("gather", "1", "n", "n", "owner", "root", rooted=True, dual="scatter",
            reference="lax.all_gather, zeros off the root"),
-    Record("scatter", "n", "1", "n", rooted=True, dual="gather",
+    Record("scatter", "n", "1", "n", "root", "owner", rooted=True, dual="gather",
            reference="lax.all_gather of root's x, this rank's block"),
 )}

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from .families import SCHEDULES, build_schedule
+from .records import RECORDS
 from .schedules import Schedule, split_round
 
 
@@ -94,10 +95,10 @@ def _forwards(sent, previous, fresh) -> int | None | bool:
 
 
 def _build(schedule: Schedule) -> Stream | None:
-    n, primitive = schedule.n_ranks, schedule.primitive
-    reduce = primitive == "reduce_scatter"
-    if primitive not in ("allgather", "reduce_scatter") or schedule.n_chunks % n:
+    n, record = schedule.n_ranks, RECORDS.get(schedule.primitive)
+    if record is None or not record.streams or schedule.n_chunks % n:
         return None
+    reduce = record.reduces
     pieces = schedule.n_chunks // n
     rounds = _hops(schedule, reduce)
     if rounds is None:

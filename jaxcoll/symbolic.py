@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from collections import Counter
 from functools import lru_cache
-from itertools import groupby
 from typing import Callable
 
 from .records import RECORDS
@@ -82,54 +81,19 @@ class _Masks:
         return frozenset((r, cell >> self.n) for r in _bits(cell & self.ranks))
 
 
-def _block_of(schedule: Schedule):
-    """chunk -> its block: n blocks (block i is rank i's), one, or for alltoall 2n (block
-    c < n the one for rank c, block n + i the one from rank i; see records.py)."""
-    n_blocks = RECORDS[schedule.primitive].rows("schedule_blocks", schedule.n_ranks)
-    per_block = schedule.n_chunks // n_blocks
-    return lambda chunk: chunk // per_block
-
-
 def _origins(schedule: Schedule) -> Callable[[int], list[int | None]]:
     """origins(rank): for each of rank's chunks, the chunk id of rank's own data that it holds
-    before the first round (None: nothing meaningful yet)."""
-    p, root, chunks = schedule.primitive, schedule.root, range(schedule.n_chunks)
-    block_of = _block_of(schedule)
-    if p in ("allreduce", "reduce", "reduce_scatter"):
-        return lambda rank: chunks
-    if p in ("broadcast", "scatter"):
-        return lambda rank: chunks if rank == root else [None] * len(chunks)
-    if p == "alltoall":  # the same data in both halves: (rank, chunk of the first half)
-        twice = [chunk % (len(chunks) // 2) for chunk in chunks]
-        return lambda rank: twice
-    # allgather, gather: each rank holds its own block
-    return lambda rank: [chunk if block_of(chunk) == rank else None for chunk in chunks]
+    before the first round (None: nothing meaningful yet); the primitive's record says."""
+    record, n, root = RECORDS[schedule.primitive], schedule.n_ranks, schedule.root
+    return lambda rank: record.origins(rank, n, schedule.n_chunks, root)
 
 
 def _promises(schedule: Schedule) -> list[tuple[int, list[tuple[int, int, int]]]]:
-    """What the primitive promises, rank by rank: (rank, [(chunk, origin, ranks), ...]) for the
-    chunks it defines, in (rank, chunk) order; each must hold the contributions (r, origin) for
-    the r in the bitmask ``ranks``, and no others. Ranks promised the same share one list."""
-    n, p, root = schedule.n_ranks, schedule.primitive, schedule.root
-    block_of, chunks = _block_of(schedule), range(schedule.n_chunks)
-    if p == "alltoall":  # rank r's chunk n + i: rank i's chunk r (c < n is the input)
-        half = schedule.n_chunks // 2
-        return [(r, [(half + c, r, 1 << c) for c in range(half)]) for r in range(n)]
-    if p in ("allreduce", "reduce", "reduce_scatter"):
-        whose = lambda chunk: (1 << n) - 1  # noqa: E731
-    elif p in ("broadcast", "scatter"):
-        whose = lambda chunk: 1 << root  # noqa: E731
-    elif p in ("allgather", "gather"):
-        whose = lambda chunk: 1 << block_of(chunk)  # noqa: E731
-    else:
-        raise ValueError(f"{schedule.name}: unknown primitive {p!r}")
-    every_chunk = [(c, c, whose(c)) for c in chunks]
-    if p in ("allreduce", "broadcast", "allgather"):  # every rank
-        return [(r, every_chunk) for r in range(n)]
-    if p in ("reduce", "gather"):  # the root
-        return [(root, every_chunk)]
-    # reduce_scatter, scatter: block i to rank i
-    return [(r, list(row)) for r, row in groupby(every_chunk, lambda item: block_of(item[0]))]
+    """What the primitive promises, rank by rank (records.Record.promises)."""
+    if schedule.primitive not in RECORDS:
+        raise ValueError(f"{schedule.name}: unknown primitive {schedule.primitive!r}")
+    return RECORDS[schedule.primitive].promises(schedule.n_ranks, schedule.n_chunks,
+                                                schedule.root)
 
 
 def _check_writes(index: int, round_) -> None:
