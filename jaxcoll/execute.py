@@ -72,6 +72,13 @@ def after(value, previous):
     return value
 
 
+def token(value):
+    """One element of each leaf of ``value``: waiting for it waits for ``value`` (``after``'s
+    second argument), and where the waiting is differentiated, grad keeps that element for
+    the backward instead of the whole of ``value``."""
+    return [leaf.reshape(-1)[:1] for leaf in jax.tree_util.tree_leaves(value)]
+
+
 def in_sequence(fn: Callable, arrays: list, *more: list) -> list:
     """``[fn(a, *m) for a, *m in zip(arrays, *more)]``, each ``a`` waiting for the previous
     result where :func:`serialize_collectives` asks for it."""

@@ -29,7 +29,7 @@ from jax.interpreters import ad, batching, mlir
 
 from . import _compat
 from ._checks import _describe, array_leaves, axis_size, check_choice
-from .execute import after, in_sequence
+from .execute import after, in_sequence, token
 from .stream import Stream, piece_bounds, stream, streaming_algorithms
 
 
@@ -282,7 +282,8 @@ def _scattered_matmul(x, w, *, algorithm: str, plan):
     return scatter_stream(contribution, rows, stream("reduce_scatter", algorithm, n), plan)
 
 
-def _gathered_outer(stream_operand, local, *, stream_first: bool, algorithm: str, plan):
+def _gathered_outer_program(stream_operand, local, *, stream_first: bool, algorithm: str,
+                            plan):
     """The weight's cotangent: the sum over the gathered array's row blocks of
     ``block.T @ local_rows`` (``stream_first``) or ``local_rows.T @ block``, ``block``
     folded as it arrives and ``local_rows`` the same rows of this rank's ``local``."""
@@ -297,28 +298,50 @@ def _gathered_outer(stream_operand, local, *, stream_first: bool, algorithm: str
     return fold_stream(stream_operand, add, init, stream("allgather", algorithm, n), plan)
 
 
+# Three primitives, each bilinear in its two operands (x, w): their jvps, transposes and
+# batching bind one another, never paste their programs into the trace.
 _PROGRAMS = {"allgather_matmul": _gathered_rows_matmul,
-             "matmul_reduce_scatter": _scattered_matmul}
+             "matmul_reduce_scatter": _scattered_matmul,
+             "gathered_outer": _gathered_outer_program}
 
 
-def _bind(name: str, x, w, *, algorithm: str, plan):
+def _bind(name: str, x, w, *, algorithm: str, plan, vmapped: tuple = (), **extra):
     """One collective matmul, its operands first typed alike (varying over the axis and over
-    whatever either one varies over, as the ppermutes make the result)."""
+    whatever either one varies over, as the ppermutes make the result). ``vmapped``: the vmap
+    layers the operands' leading dimensions stand for (their axis names, None if unnamed)."""
     if plan.in_mesh and _compat.check_vma():
         names = tuple(sorted(_compat.varying_axes(jax.typeof(x))
                              | _compat.varying_axes(jax.typeof(w)) | set(plan.axes)))
         x, w = _compat.pvary(x, names), _compat.pvary(w, names)
-    return _MATMULS[name].bind(x, w, algorithm=algorithm, plan=plan)
+    return _MATMULS[name].bind(x, w, algorithm=algorithm, plan=plan, vmapped=vmapped, **extra)
 
 
-def _abstract_eval(name, x, w, *, algorithm: str, plan):
+def _gathered_outer(stream_operand, local, *, stream_first: bool, **params):
+    return _bind("gathered_outer", stream_operand, local, stream_first=stream_first, **params)
+
+
+def _abstract_eval(name, x, w, *, algorithm: str, plan, vmapped: tuple, **extra):
+    lead, x_shape, w_shape = x.shape[:len(vmapped)], x.shape[len(vmapped):], w.shape[len(vmapped):]
     n = plan.n_ranks
-    rows = x.shape[0] * n if name == "allgather_matmul" else x.shape[0] // n
-    return x.update(shape=(rows, w.shape[1]))
+    if name == "allgather_matmul":  # (rows, k) @ (k, p) -> (n * rows, p)
+        shape = (x_shape[0] * n, w_shape[1])
+    elif name == "matmul_reduce_scatter":  # (n * rows, k) @ (k, p) -> (rows, p)
+        shape = (x_shape[0] // n, w_shape[1])
+    else:  # gathered_outer: (k, p) or (k', p') of the two operands' columns
+        shape = (x_shape[1], w_shape[1]) if extra["stream_first"] else (w_shape[1], x_shape[1])
+    return x.update(shape=(*lead, *shape))
+
+
+def _vmapped_program(name, *, vmapped: tuple, **params):
+    """The program of one primitive, under one jax.vmap per vmap layer (outermost first)."""
+    program = partial(_PROGRAMS[name], **params)
+    for axis_name in reversed(vmapped):
+        program = jax.vmap(program, axis_name=axis_name)
+    return program
 
 
 def _lowering(name, ctx, x, w, **params):
-    return mlir.lower_fun(partial(_PROGRAMS[name], **params), multiple_results=False)(ctx, x, w)
+    return mlir.lower_fun(_vmapped_program(name, **params), multiple_results=False)(ctx, x, w)
 
 
 def _jvp(name, primals, tangents, **params):
@@ -328,45 +351,57 @@ def _jvp(name, primals, tangents, **params):
     terms = []
     serial = _compat.serialize_collectives()  # the loops one after the other, the primal's first
     if type(dx) is not ad.Zero:
-        terms.append(_bind(name, after(dx, y) if serial else dx, w, **params))
+        terms.append(_bind(name, after(dx, token(y)) if serial else dx, w, **params))
     if type(dw) is not ad.Zero:
         if serial:
-            dw = after(dw, terms[-1] if terms else y)
+            dw = after(dw, token(terms[-1] if terms else y))
         terms.append(_bind(name, x, dw, **params))
     if not terms:
         return y, ad.Zero.from_primal_value(y)
     return y, terms[0] if len(terms) == 1 else terms[0] + terms[1]
 
 
-def _transpose(name, ct, x, w, *, algorithm: str, plan):
-    """The other collective matmul for ``x`` (the dual stream: a gather's transpose is a
-    reduce-scatter and back), a fold over the streamed operand for ``w``."""
+def _swap(a):
+    """The transpose of each matrix (the last two dimensions; leading ones are vmap's)."""
+    return jnp.swapaxes(a, -1, -2)
+
+
+def _transpose(name, ct, x, w, *, algorithm: str, plan, vmapped: tuple, **extra):
+    """Each primitive's transpose in either operand is one of the three (a gather's transpose
+    is a reduce-scatter and back; the weight's is a fold over the streamed operand)."""
     if type(ct) is ad.Zero:
         return (None if not ad.is_undefined_primal(x) else ad.Zero(x.aval.to_tangent_aval()),
                 None if not ad.is_undefined_primal(w) else ad.Zero(w.aval.to_tangent_aval()))
-    other = "matmul_reduce_scatter" if name == "allgather_matmul" else "allgather_matmul"
-    if ad.is_undefined_primal(x):  # w is known
-        return _bind(other, ct, w.T, algorithm=algorithm, plan=plan), None
-    if name == "allgather_matmul":  # sum_j x_j.T @ ct[rows of j]: x streams, ct stays
-        dw = _gathered_outer(x, ct, stream_first=True, algorithm=algorithm, plan=plan)
-    else:  # sum_i x[rows of i].T @ ct_i: ct streams, x stays
-        dw = _gathered_outer(ct, x, stream_first=False, algorithm=algorithm, plan=plan)
-    return None, dw
+    params = dict(algorithm=algorithm, plan=plan, vmapped=vmapped)
+    gather = partial(_bind, "allgather_matmul", **params)
+    scatter = partial(_bind, "matmul_reduce_scatter", **params)
+    outer = partial(_gathered_outer, **params)
+    x_unknown = ad.is_undefined_primal(x)
+    if name == "allgather_matmul":  # y = gather(x) @ w
+        return (scatter(ct, _swap(w)), None) if x_unknown else (
+            None, outer(x, ct, stream_first=True))
+    if name == "matmul_reduce_scatter":  # y = scatter(x @ w)
+        return (gather(ct, _swap(w)), None) if x_unknown else (
+            None, outer(ct, x, stream_first=False))
+    if extra["stream_first"]:  # y = gather(x).T @ w
+        return (scatter(w, _swap(ct)), None) if x_unknown else (None, gather(x, ct))
+    # y = w.T @ gather(x)
+    return (scatter(w, ct), None) if x_unknown else (None, gather(x, _swap(ct)))
 
 
-def _batch(name, axis_data, vals, dims, **params):
-    """Under ``vmap`` the program itself is vmapped (its ppermutes batch as lax's do); a
-    ``vmap`` over the collective's own axis runs it on vmap's ranks."""
-    x, w = vals
-    size = axis_data.size
-    x, w = (jnp.broadcast_to(v, (size, *v.shape)) if d is None else jnp.moveaxis(v, d, 0)
-            for v, d in zip((x, w), dims))
+def _batch(name, axis_data, vals, dims, *, vmapped: tuple, **params):
+    """A vmap adds a layer to ``vmapped``: its dimension leads both operands, and the program
+    is lowered under that vmap (a vmap over the collective's own axis runs it on vmap's
+    ranks). The same primitive is bound: transformations outside still meet these rules."""
+    x, w = (jnp.broadcast_to(v, (axis_data.size, *v.shape)) if d is None else
+            jnp.moveaxis(v, d, 0) for v, d in zip(vals, dims))
     axis_name = axis_data.name if axis_data.name in params["plan"].axes else None
-    program = partial(_PROGRAMS[name], **params)
-    return jax.vmap(program, axis_name=axis_name)(x, w), 0
+    return _bind(name, x, w, vmapped=(axis_name, *vmapped), **params), 0
 
 
 def _impl(name, *args, **params):
+    if any(axis_name is not None for axis_name in params["vmapped"]):
+        return jax.jit(partial(_MATMULS[name].bind, **params))(*args)
     raise NameError(f"jaxcoll_{name} must be called inside jax.shard_map or jax.vmap with its "
                     "axis")
 

@@ -38,7 +38,7 @@ from jax.sharding import PartitionSpec as P
 
 from . import _compat
 from .compression import Compress
-from .execute import after, execute
+from .execute import after, execute, token
 from .records import RECORDS
 from .schedules import Schedule
 from .symbolic import dual
@@ -159,7 +159,7 @@ def _jvp(primals, tangents, *, schedule: Schedule, plan, op: str, invariant: boo
 def _ordered(value, previous):
     """``value``, made to wait for ``previous`` where jaxlib runs independent collectives of a
     program into each other (``in_sequence`` does the same for buckets)."""
-    return after(value, previous) if _compat.serialize_collectives() else value
+    return after(value, token(previous)) if _compat.serialize_collectives() else value
 
 
 def _transpose_bind(ct, *, schedule: Schedule, plan, invariant: bool):

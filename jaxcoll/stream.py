@@ -132,7 +132,7 @@ def _build(schedule: Schedule) -> Stream | None:
         arrived = sorted(h.chunk[r] for hops in stream_rounds for h in hops)
         if arrived != [c for c in range(schedule.n_chunks) if not own(r, c)]:
             return None
-    return Stream(primitive, n, pieces, tuple(stream_rounds))
+    return Stream(schedule.primitive, n, pieces, tuple(stream_rounds))
 
 
 def _repeats(rounds) -> bool:
