@@ -180,7 +180,10 @@ def sharded_spec(x) -> tuple:
     if not isinstance(x, jax.Array):  # numpy arrays, numbers (and what jaxcoll will refuse)
         return (None,) * np.ndim(x)
     spec = getattr(getattr(jax.typeof(x), "sharding", None), "spec", None) or ()
-    return tuple(spec) + (None,) * (x.ndim - len(spec))
+    manual = set(manual_mesh_axes())  # a shard_map's own axes: each device sees its shard
+    spec = [tuple(name for name in _names(entry) if name not in manual) for entry in spec]
+    return tuple(None if not names else names[0] if len(names) == 1 else names
+                 for names in spec) + (None,) * (x.ndim - len(spec))
 
 
 def _names(entry) -> tuple:
@@ -199,5 +202,6 @@ def on_local_shards(fn, tree, out_specs):
     if not axes:
         return None
     in_specs = treedef.unflatten([P(*spec) for spec in specs])
-    return jax.shard_map(fn, in_specs=(in_specs,), out_specs=out_specs(specs), axis_names=axes,
-                         check_vma=check_vma())(tree)
+    # jit: an eager shard_map (vmapped) hands an inner eager one its global shapes
+    return jax.jit(jax.shard_map(fn, in_specs=(in_specs,), out_specs=out_specs(specs),
+                                 axis_names=axes, check_vma=check_vma()))(tree)

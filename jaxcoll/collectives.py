@@ -114,8 +114,7 @@ def _arguments(primitive: str, x, axis, algorithm, bucket_bytes, *, op=_TAKES_NO
         raise ValueError(f"jaxcoll.{fn}: algorithm={algorithm!r} runs on the levels of a tuple "
                          "axis and takes no axis_index_groups; pass another algorithm")
     n = len(groups[0]) if groups else n
-    if algorithm != "xla" and isinstance(axis, tuple) and len(axis) > 1 and not set(
-            axis) <= set(_compat.manual_mesh_axes()):
+    if algorithm != "xla" and _several_vmap_axes(axis):
         raise ValueError(f"jaxcoll.{fn}: axis={axis!r} names several vmap axes, but "
                          "JAX's ppermute under vmap takes one axis name at a time; use one "
                          "vmap axis, or jax.shard_map over a mesh with these axes")
@@ -125,6 +124,12 @@ def _arguments(primitive: str, x, axis, algorithm, bucket_bytes, *, op=_TAKES_NO
         for leaf in leaves:
             check_op_dtype(fn, op, leaf.dtype)
     return algorithm, n, root, leaves, treedef, groups
+
+
+def _several_vmap_axes(axis) -> bool:
+    """True where ``axis`` is a tuple naming axes that are not all shard_map's (vmap's)."""
+    return isinstance(axis, tuple) and len(axis) > 1 and not set(axis) <= set(
+        _compat.manual_mesh_axes())
 
 
 def _widened(primitive: str, leaves: list, accum_dtype) -> list:
@@ -396,8 +401,22 @@ def allreduce(x, axis, *, op: str = "sum", algorithm: str = "auto",
     M(α + Nβ/p) + M/2·Nγ/p (half of them add into the receiver). Compressed: N is the
     encoded size (int8: 0.258x float32 with blocks of 128).
     """
+    if (algorithm != "xla" and _several_vmap_axes(axis) and compress is None
+            and axis_index_groups is None):
+        # JAX's ppermute under vmap takes one axis name: one axis at a time, each its own
+        # ranks (ranks over a tuple are row-major, and every op here is associative)
+        _arguments("allreduce", x, axis[0], algorithm, bucket_bytes, op=op)  # the checks
+        combine = "sum" if op == "mean" else op
+        for name in axis:
+            x = allreduce(x, name, op=combine, algorithm=algorithm, bucket_bytes=bucket_bytes,
+                          accum_dtype=accum_dtype)
+        n = int(np.prod([axis_size("allreduce", name) for name in axis]))
+        return jax.tree_util.tree_map(lambda leaf: leaf / n, x) if op == "mean" else x
     algorithm, n, _, leaves, treedef, groups = _arguments(
         "allreduce", x, axis, algorithm, bucket_bytes, op=op, groups=axis_index_groups)
+    if op == "sum" and not any(isinstance(leaf, jax.core.Tracer)
+                               for leaf in jax.tree_util.tree_leaves(x)):
+        return jax.tree_util.tree_map(lambda leaf: leaf * n, x)  # a constant: n x, as psum
     if op == "sum":  # as psum: bools are summed as int32
         leaves = [leaf.astype(jnp.int32) if leaf.dtype == bool else leaf for leaf in leaves]
     compress, wide = _compressed("allreduce", compress, algorithm, leaves, op, accum_dtype)

@@ -186,3 +186,42 @@ def test_allgather_to_invarying_transposes_without_traffic():
                                                        algorithm="ring")))
     backward_permutes = count_permutes(ours.lower(x).compile().as_text())
     assert backward_permutes == count_permutes(forward.lower(x).compile().as_text()) > 0
+
+
+def test_psum_of_a_constant_is_n_times_it_without_communication():
+    """lax's idiom ``n = lax.psum(1, axis)`` gives a Python int to loop over, with jaxcoll's
+    too (found by JAX's own pmap tests)."""
+    def body(b):
+        n = coll_lax.psum(1, AXIS, algorithm="ring")
+        assert n == jax_lax.psum(1, AXIS) == N and isinstance(n, int)
+        return jax_lax.ppermute(b, AXIS, [(i, (i + 1) % n) for i in range(n)])
+    x = jnp.arange(float(N))
+    out = jax.jit(jax.shard_map(body, mesh=mesh(N), in_specs=P(AXIS), out_specs=P(AXIS)))(x)
+    assert_same(out, jnp.roll(x, 1))
+
+
+@pytest.mark.parametrize("op", ["sum", "mean", "max"])
+def test_allreduce_over_two_vmap_axes_is_one_axis_after_the_other(op):
+    x = exact_inputs(3, (4, 2), jnp.float32)
+    reference = {"sum": jax_lax.psum, "mean": jax_lax.pmean, "max": jax_lax.pmax}[op]
+
+    def nested(reduce):
+        return jax.vmap(jax.vmap(lambda v: reduce(v, ("i", "j")), axis_name="j"),
+                        axis_name="i")
+    ours = nested(lambda v, a: jaxcoll.allreduce(v, a, op=op, algorithm="ring"))(x)
+    assert_same(ours, nested(reference)(x))
+
+
+def test_eager_vmap_of_a_shard_map_over_explicit_axes():
+    """A batch sharded over an Explicit axis, vmapped around an eager shard_map over another
+    (found by JAX's shard_map tests): as lax's, eager and jitted."""
+    from jax.sharding import AxisType
+    grid = jax.make_mesh((2, 2), ("x", "y"), axis_types=(AxisType.Explicit,) * 2,
+                         devices=jax.devices()[:4])
+    with jax.set_mesh(grid):
+        arr = jax.device_put(jnp.arange(16.0).reshape(2, 8), P("x", "y"))
+        for psum in (jax_lax.psum, lambda v, a: coll_lax.psum(v, a, algorithm="ring")):
+            f = jax.shard_map(lambda v, psum=psum: psum(v, "y"), in_specs=P("y"),
+                              out_specs=P(None))
+            assert_same(jax.vmap(f)(arr), jax.jit(jax.vmap(f))(arr))
+            assert_same(jax.vmap(f)(arr), np.asarray(arr).reshape(2, 2, 4).sum(1))
