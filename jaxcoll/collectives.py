@@ -8,12 +8,16 @@ A pytree is packed into buckets (``bucket_bytes``, default 25 MiB like PyTorch D
 leaves of one dtype side by side, in tree order, one collective per bucket; a leaf larger than
 a bucket gets a bucket of its own (leaves are never split, as in DDP and Horovod).
 
-Each bucket is one JAX primitive (primitives.py) on a (rows, width) buffer (records.py):
+Each bucket is one JAX primitive (primitives.py) on a (rows, width) buffer, each leaf laid out
+by its ``records.Layout``:
 
 - allreduce, broadcast, reduce: the whole flattened ``x`` is one row, (1, size).
 - reduce_scatter, scatter, alltoall: ``x`` cut into n blocks along ``dim``, block i in row i,
   (n, size/n).
 - allgather, gather: this rank's ``x``, (1, size); the result has n rows, rank i's in row i.
+
+A bucket of one leaf (one array) is bound as it is and packed inside the primitive's lowering:
+one equation per call in the jaxpr, as lax's.
 
 ``algorithm="xla"`` runs the ``lax`` built-in instead, one per leaf (references.py).
 
@@ -39,7 +43,7 @@ from .execute import in_sequence
 from .compression import Compress, compress_arg
 from .model import choose, pieces_for
 from .primitives import collective
-from .records import RECORDS
+from .records import RECORDS, Layout
 from .schedules import Schedule
 
 OPS = ("sum", "mean", "max", "min")
@@ -163,6 +167,11 @@ def _narrowed(values: list, leaves: list) -> list:
             for value, leaf in zip(values, leaves)]
 
 
+def _whole(leaves: list, n: int) -> list[Layout]:
+    """Each leaf flat in one row (allreduce, broadcast, reduce)."""
+    return [Layout("whole", n)] * len(leaves)
+
+
 def _mean(values: list, op: str, n: int) -> list:
     return [v / n for v in values] if op == "mean" else values
 
@@ -185,29 +194,37 @@ def bucket_plan(nbytes: list[int], bucket_bytes: int | None) -> list[list[int]]:
     return buckets
 
 
-def _packed(leaves: list, dims: list, to_rows: Callable, run: Callable, from_rows: Callable,
-            bucket_bytes: int | None) -> list:
+def _packed(leaves: list, layouts: list[Layout], run: Callable, bucket_bytes: int | None,
+            whole_leaves: bool = True) -> list:
     """Run one collective per bucket (``bucket_plan`` of each dtype's leaves) on its leaves
     packed side by side.
 
-    ``to_rows(leaf, dim)`` gives a (rows, width) matrix, equal ``rows`` for every leaf; a
-    bucket's matrices are concatenated along the width into one buffer and ``run`` maps it to
-    a (rows', bucket width) result whose columns are split back and given to
-    ``from_rows(piece, leaf, dim)``. Buckets run one after another where jaxlib needs it.
+    Each leaf is a (rows, width) matrix by its layout (records.Layout), equal ``rows`` for
+    every leaf; a bucket's matrices are concatenated along the width into one buffer and
+    ``run(buffer)`` maps it to a (rows', bucket width) result whose columns are split back
+    into result leaves. A bucket of one leaf is given to ``run(leaf, layout)`` as it is
+    (``whole_leaves``): the primitive packs it in its lowering, so a call on one array is one
+    equation of the jaxpr, as lax's are. Buckets run one after another where jaxlib needs it.
     """
     groups = [[i for i, leaf in enumerate(leaves) if leaf.dtype == dtype]
               for dtype in dict.fromkeys(leaf.dtype for leaf in leaves)]
     buckets = [[group[j] for j in bucket] for group in groups for bucket in bucket_plan(
         [leaves[i].size * leaves[i].dtype.itemsize for i in group], bucket_bytes)]
-    pieces = [[to_rows(leaves[i], dims[i]) for i in bucket] for bucket in buckets]
-    buffers = [jnp.concatenate(bucket_pieces, axis=1) for bucket_pieces in pieces]
     out = [None] * len(leaves)
+    if whole_leaves:
+        alone = [bucket for bucket in buckets if len(bucket) == 1]
+        for (i,), result in zip(alone, in_sequence(run, [leaves[i] for (i,) in alone],
+                                                   [layouts[i] for (i,) in alone])):
+            out[i] = result
+        buckets = [bucket for bucket in buckets if len(bucket) > 1]
+    pieces = [[layouts[i].to_rows(leaves[i]) for i in bucket] for bucket in buckets]
+    buffers = [jnp.concatenate(bucket_pieces, axis=1) for bucket_pieces in pieces]
     for bucket, bucket_pieces, result in zip(buckets, pieces, in_sequence(run, buffers)):
         widths = [piece.shape[1] for piece in bucket_pieces]  # result: (rows', sum(widths))
         results = result if isinstance(result, tuple) else (result,)  # several: a tuple each
         split = [jnp.split(r, np.cumsum(widths)[:-1], axis=1) for r in results]
         for k, i in enumerate(bucket):
-            values = tuple(from_rows(parts[k], leaves[i], dims[i]) for parts in split)
+            values = tuple(layouts[i].from_rows(parts[k], leaves[i].shape) for parts in split)
             out[i] = values if isinstance(result, tuple) else values[0]
     return out
 
@@ -222,14 +239,14 @@ def _runner(primitive: str, algorithm: str, n: int, axis, op: str = "sum", root:
         primitive, algorithm) else n
     combine = "sum" if op == "mean" else op
 
-    def run(buf):
+    def run(buf, layout: Layout | None = None):
         nbytes = buf.size * buf.dtype.itemsize
         name = (choose(primitive, n, nbytes, compress=compress) if algorithm == "auto"
                 else algorithm)
         schedule = build_schedule(primitive, name, ranks, root,
                                   pieces_for(primitive, name, n, nbytes))
         return collective(schedule, buf, axis, combine, compress, feedback, groups,
-                          invariant_result)
+                          invariant_result, layout)
     return run
 
 
@@ -255,68 +272,6 @@ def _compressed(primitive: str, compress, algorithm: str, leaves: list, op: str 
             raise TypeError(f"jaxcoll.{primitive}: compress={compress.kind!r} takes floating "
                             f"leaves of at most 32 bits; x has a leaf of dtype {leaf.dtype}")
     return compress, [leaf.astype(jnp.float32) for leaf in leaves]
-
-
-def _flat(leaf, _):
-    return leaf.reshape(1, -1)  # (1, size)
-
-
-def _unflat(piece, leaf, _):
-    return piece.reshape(leaf.shape)
-
-
-def _block_rows(n: int):
-    """to_rows for the scatter layout: block i (the i-th slice along dim) becomes row i."""
-    return lambda leaf, d: jnp.moveaxis(leaf, d, 0).reshape(n, -1)  # (n, size // n)
-
-
-def _own_block(n: int, tiled: bool):
-    """from_rows for the scatter layout: this rank's row, shaped as its block of the leaf."""
-    def from_rows(row, leaf, d):
-        moved = jnp.moveaxis(leaf, d, 0).shape  # (n * block, *other dims) or (n, *other dims)
-        block = row.reshape((moved[0] // n, *moved[1:]) if tiled else moved[1:])
-        return jnp.moveaxis(block, 0, d) if tiled else block
-    return from_rows
-
-
-def _stack_blocks(blocks, d: int, tiled: bool):
-    """(n, *block) blocks stacked as a new dimension d, or (tiled) concatenated along d."""
-    stacked = jnp.moveaxis(blocks, 0, d)  # n inserted at d
-    if not tiled:
-        return stacked
-    shape = list(blocks.shape[1:])
-    shape[d] *= blocks.shape[0]
-    return stacked.reshape(shape)  # dims d, d+1 merged: (..., n * block[d], ...)
-
-
-def _stacked(n: int, tiled: bool):
-    """from_rows for the gather layout: (n, size) rows stacked or concatenated along dim."""
-    return lambda rows, leaf, d: _stack_blocks(rows.reshape(n, *leaf.shape), d, tiled)
-
-
-def _alltoall_block(shape, split: int, tiled: bool, n: int) -> list[int]:
-    """The shape of one of the n blocks a leaf of ``shape`` is split into along ``split``."""
-    block = list(shape)
-    if tiled:
-        block[split] //= n
-    else:
-        del block[split]
-    return block
-
-
-def _received(n: int, tiled: bool):
-    """from_rows for alltoall: row i (the block from rank i) shaped as a block of the leaf,
-    the n blocks stacked (or, tiled, concatenated) along concat."""
-    def from_rows(rows, leaf, dims):
-        split, concat = dims
-        block = _alltoall_block(leaf.shape, split, tiled, n)
-        if tiled:  # rows hold blocks with the split dimension first, as _block_rows cut them
-            moved = [block[split]] + block[:split] + block[split + 1:]
-            blocks = jnp.moveaxis(rows.reshape(n, *moved), 1, split + 1)  # (n, *block)
-        else:
-            blocks = rows.reshape(n, *block)  # (n, *block)
-        return _stack_blocks(blocks, concat, tiled)
-    return from_rows
 
 
 # ----------------------------------------------------------------------------- sharded leaves
@@ -425,7 +380,7 @@ def allreduce(x, axis, *, op: str = "sum", algorithm: str = "auto",
         out = in_sequence(lambda leaf: references.allreduce(leaf, axis, op, groups), wide)
     else:
         run = _runner("allreduce", algorithm, n, axis, op, compress=compress, groups=groups)
-        out = _mean(_packed(wide, [None] * len(wide), _flat, run, _unflat, bucket_bytes), op, n)
+        out = _mean(_packed(wide, _whole(wide, n), run, bucket_bytes), op, n)
     return treedef.unflatten(_narrowed(out, leaves))
 
 
@@ -453,7 +408,7 @@ def allreduce_with_feedback(x, residual, axis, *, compress, op: str = "mean",
     compress, wide = _compressed("allreduce_with_feedback", compress, algorithm, leaves, op)
     corrected = [leaf + r.astype(jnp.float32) for leaf, r in zip(wide, carried)]
     run = _runner("allreduce", algorithm, n, axis, op, compress=compress, feedback=True)
-    pairs = _packed(corrected, [None] * len(corrected), _flat, run, _unflat, bucket_bytes)
+    pairs = _packed(corrected, _whole(corrected, n), run, bucket_bytes, whole_leaves=False)
     out = _mean([result for result, _ in pairs], op, n)
     return (treedef.unflatten(_narrowed(out, leaves)),
             treedef.unflatten([dropped for _, dropped in pairs]))
@@ -478,7 +433,7 @@ def reduce_scatter(x, axis, *, op: str = "sum", dim: int = 0, tiled: bool = Fals
             leaf, axis, op, d, tiled, n, groups), wide, dims)
     else:
         run = _runner("reduce_scatter", algorithm, n, axis, op, compress=compress, groups=groups)
-        out = _mean(_packed(wide, dims, _block_rows(n), run, _own_block(n, tiled),
+        out = _mean(_packed(wide, [Layout("scatter", n, d, tiled=tiled) for d in dims], run,
                             bucket_bytes), op, n)
     return treedef.unflatten(_narrowed(out, leaves))
 
@@ -510,7 +465,7 @@ def allgather(x, axis, *, dim: int = 0, tiled: bool = False, algorithm: str = "a
 
     run = _runner("allgather", algorithm, n, axis, compress=compress, groups=groups,
                   invariant_result=to == "invarying")
-    out = _packed(wide, dims, _flat, run, _stacked(n, tiled), bucket_bytes)
+    out = _packed(wide, [Layout("gather", n, d, tiled=tiled) for d in dims], run, bucket_bytes)
     return treedef.unflatten(_narrowed(out, leaves))
 
 
@@ -534,8 +489,8 @@ def alltoall(x, axis, *, split_dim: int, concat_dim: int, tiled: bool = False,
             leaf, axis, d, tiled, groups), leaves, dims))
 
     run = _runner("alltoall", algorithm, n, axis, groups=groups)
-    out = _packed(leaves, dims, lambda leaf, d: _block_rows(n)(leaf, d[0]), run,
-                  _received(n, tiled), bucket_bytes)
+    out = _packed(leaves, [Layout("exchange", n, split, concat, tiled) for split, concat in dims],
+                  run, bucket_bytes)
     return treedef.unflatten(out)
 
 
@@ -555,8 +510,7 @@ def broadcast(x, axis, *, root: int = 0, algorithm: str = "auto",
             lambda leaf: references.broadcast(leaf, axis, root, groups), leaves))
 
     run = _runner("broadcast", algorithm, n, axis, root=root, groups=groups)
-    return treedef.unflatten(_packed(leaves, [None] * len(leaves), _flat, run, _unflat,
-                                     bucket_bytes))
+    return treedef.unflatten(_packed(leaves, _whole(leaves, n), run, bucket_bytes))
 
 
 @_sharded_dims_local("reduce")
@@ -575,7 +529,7 @@ def reduce(x, axis, *, root: int = 0, op: str = "sum", algorithm: str = "auto",
         out = references.on_root(reduced, axis, root, groups)
     else:  # zeros off the root
         run = _runner("reduce", algorithm, n, axis, op, root, groups=groups)
-        out = _mean(_packed(wide, [None] * len(wide), _flat, run, _unflat, bucket_bytes), op, n)
+        out = _mean(_packed(wide, _whole(wide, n), run, bucket_bytes), op, n)
     return treedef.unflatten(_narrowed(out, leaves))
 
 
@@ -596,7 +550,8 @@ def gather(x, axis, *, root: int = 0, dim: int = 0, tiled: bool = False,
         return treedef.unflatten(references.on_root(gathered, axis, root, groups))
 
     run = _runner("gather", algorithm, n, axis, root=root, groups=groups)  # zeros off the root
-    return treedef.unflatten(_packed(leaves, dims, _flat, run, _stacked(n, tiled), bucket_bytes))
+    return treedef.unflatten(_packed(leaves, [Layout("gather", n, d, tiled=tiled) for d in dims],
+                                     run, bucket_bytes))
 
 
 @_sharded_dims_local("scatter")
@@ -617,8 +572,8 @@ def scatter(x, axis, *, root: int = 0, dim: int = 0, tiled: bool = False,
             dims))
 
     run = _runner("scatter", algorithm, n, axis, root=root, groups=groups)
-    return treedef.unflatten(_packed(leaves, dims, _block_rows(n), run, _own_block(n, tiled),
-                                     bucket_bytes))
+    return treedef.unflatten(_packed(leaves, [Layout("scatter", n, d, tiled=tiled) for d in dims],
+                                     run, bucket_bytes))
 
 
 # ----------------------------------------------------------------------------- shortcuts

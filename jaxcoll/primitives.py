@@ -39,7 +39,7 @@ from jax.sharding import PartitionSpec as P
 from . import _compat
 from .compression import Compress
 from .execute import after, execute, token
-from .records import RECORDS
+from .records import RECORDS, Layout
 from .schedules import Schedule
 from .symbolic import dual
 
@@ -47,9 +47,12 @@ _COMBINE = {"sum": lax.add, "max": lax.max, "min": lax.min}
 
 
 def collective(schedule: Schedule, buf, axis, op: str = "sum", compress: Compress | None = None,
-               feedback: bool = False, groups=None, invariant_result: bool = False):
+               feedback: bool = False, groups=None, invariant_result: bool = False,
+               layout: Layout | None = None):
     """Run ``schedule`` (labelled with its primitive) on this rank's ``(rows, width)`` buffer
-    over ``axis``, as one primitive; the result has the primitive's ``rows_out`` rows.
+    over ``axis``, as one primitive; the result has the primitive's ``rows_out`` rows. With
+    ``layout`` (records.Layout), ``buf`` is one leaf as it is, packed inside the lowering: the
+    result is the result leaf, and the call one equation of the jaxpr.
     ``compress``: transfers carry encoded chunks of the float32 buffer (compression.py);
     ``feedback`` (allreduce): also return what encoding dropped at this rank, as ``buf``;
     ``groups``: checked ``axis_index_groups``, the schedule run in each (typed varying: a
@@ -70,7 +73,7 @@ def collective(schedule: Schedule, buf, axis, op: str = "sum", compress: Compres
         return tuple(FEEDBACK.bind(buf, schedule=_shown(schedule), plan=plan, op=op,
                                    invariant=invariant, compress=compress))
     return _bind(buf, schedule=schedule, plan=plan, op=op, invariant=invariant,
-                 compress=compress)
+                 compress=compress, layout=layout)
 
 
 class _Shown(Schedule):
@@ -88,9 +91,10 @@ def _shown(schedule: Schedule) -> Schedule:
 
 
 def _bind(buf, *, schedule: Schedule, plan, op: str, invariant: bool,
-          compress: Compress | None = None):
+          compress: Compress | None = None, layout: Layout | None = None):
     return PRIMITIVES[schedule.primitive].bind(buf, schedule=_shown(schedule), plan=plan, op=op,
-                                               invariant=invariant, compress=compress)
+                                               invariant=invariant, compress=compress,
+                                               layout=layout)
 
 
 # ----------------------------------------------------------------------------- the program
@@ -111,26 +115,34 @@ def program(buf, *, schedule: Schedule, plan, op: str, invariant: bool = False,
 
 # ----------------------------------------------------------------------------- the rules
 
-def _abstract_eval(x, *, schedule: Schedule, plan, op: str, invariant: bool, compress=None):
+def _abstract_eval(x, *, schedule: Schedule, plan, op: str, invariant: bool, compress=None,
+                   layout: Layout | None = None):
     record, n = RECORDS[schedule.primitive], schedule.n_ranks
     rows = record.rows("rows_out", n)
     ranks = (n,) if plan.stacked else ()  # stacked: (n, rows, width), one buffer per rank
-    if x.shape[:-1] != (*ranks, record.rows("rows_in", n)):
+    if layout is not None:  # one leaf, as it is
+        out = x.update(shape=(*ranks, *layout.out_shape(x.shape[len(ranks):])))
+    elif x.shape[:-1] != (*ranks, record.rows("rows_in", n)):
         raise ValueError(f"jaxcoll_{record.name}: expects a ({'n, ' * plan.stacked}"
                          f"{record.rows_in}, width) buffer for n = {n}, got {x.shape}")
-    out = x.update(shape=(*ranks, rows, x.shape[-1]))
+    else:
+        out = x.update(shape=(*ranks, rows, x.shape[-1]))
     if invariant:  # typed invariant over the axis (psum's, all_gather_invariant's)
         out = _compat.with_varying(out, _compat.varying_axes(x) - set(plan.axes))
     return out
 
 
 def _per_rank_program(params: dict, feedback: bool = False):
-    """The program that lowers a primitive: one rank's, or (stacked) every rank's under vmap."""
-    plan = params["plan"]
-    if not plan.stacked:
-        return partial(program, feedback=feedback, **params)
+    """The program that lowers a primitive: one rank's, or (stacked) every rank's under vmap;
+    with a layout, the leaf packed into rows and the result unpacked around it."""
+    params = dict(params)
+    plan, layout = params["plan"], params.pop("layout", None)
     one_rank = partial(program, feedback=feedback, **dict(params, plan=replace(plan, stacked=False)))
-    return jax.vmap(one_rank, axis_name=plan.axes[0])
+    if layout is not None:
+        rows_program = one_rank
+        one_rank = lambda leaf: layout.from_rows(rows_program(layout.to_rows(leaf)),  # noqa
+                                                 leaf.shape)
+    return jax.vmap(one_rank, axis_name=plan.axes[0]) if plan.stacked else one_rank
 
 
 def _lowering(ctx, x, **params):
@@ -138,9 +150,9 @@ def _lowering(ctx, x, **params):
 
 
 def _jvp(primals, tangents, *, schedule: Schedule, plan, op: str, invariant: bool,
-         compress=None):
+         compress=None, layout: Layout | None = None):
     (x,), (t,) = primals, tangents
-    params = dict(schedule=schedule, plan=plan, invariant=invariant)
+    params = dict(schedule=schedule, plan=plan, invariant=invariant, layout=layout)
     y = _bind(x, op=op, compress=compress, **params)  # the tangent: uncompressed, below
     if type(t) is ad.Zero:
         return y, ad.Zero.from_primal_value(y)
@@ -162,12 +174,16 @@ def _ordered(value, previous):
     return after(value, token(previous)) if _compat.serialize_collectives() else value
 
 
-def _transpose_bind(ct, *, schedule: Schedule, plan, invariant: bool):
-    """The transposed primitive applied to ``ct``: one collective on the dual schedule."""
-    return _bind(ct, schedule=dual(schedule), plan=plan, op="sum", invariant=invariant)
+def _transpose_bind(ct, *, schedule: Schedule, plan, invariant: bool,
+                    layout: Layout | None = None):
+    """The transposed primitive applied to ``ct``: one collective on the dual schedule (and
+    the dual layout: a scatter's blocks are a gather's)."""
+    return _bind(ct, schedule=dual(schedule), plan=plan, op="sum", invariant=invariant,
+                 layout=None if layout is None else layout.dual())
 
 
-def _transpose(ct, x, *, schedule: Schedule, plan, op: str, invariant: bool, compress=None):
+def _transpose(ct, x, *, schedule: Schedule, plan, op: str, invariant: bool, compress=None,
+               layout: Layout | None = None):
     if op != "sum" or compress is not None:
         raise NotImplementedError(f"jaxcoll_{schedule.primitive} with op={op!r}, "
                                   f"compress={compress!r} is not linear")
@@ -178,14 +194,19 @@ def _transpose(ct, x, *, schedule: Schedule, plan, op: str, invariant: bool, com
         record = RECORDS[schedule.primitive]
         if record.rows_in == record.rows_out:
             return (ct,)
-        return (lax.dynamic_slice_in_dim(ct, plan.index(), 1, axis=0),)  # (n, w) -> (1, w)
-    return (_transpose_bind(ct, schedule=schedule, plan=plan, invariant=invariant),)
+        rows = ct if layout is None else layout.dual().to_rows(ct)  # (n, w)
+        mine = lax.dynamic_slice_in_dim(rows, plan.index(), 1, axis=0)  # (1, w)
+        return (mine if layout is None else layout.dual().from_rows(mine, ct.shape),)
+    return (_transpose_bind(ct, schedule=schedule, plan=plan, invariant=invariant,
+                            layout=layout),)
 
 
 def _batch(axis_data, vals, dims, *, schedule: Schedule, plan, op: str, invariant: bool,
-           compress=None):
+           compress=None, layout: Layout | None = None):
     (x,), (d,) = vals, dims
     params = dict(schedule=schedule, plan=plan, op=op, invariant=invariant, compress=compress)
+    if layout is not None:  # a batched leaf: packed into rows here, batched as rows below
+        return _batch_leaf(axis_data, x, d, layout, params)
     if axis_data.name in plan.axes:  # vmap(axis_name=...) over the collective's own axis
         if plan.stacked:
             raise ValueError(f"jaxcoll_{schedule.primitive}: axis {axis_data.name!r} is "
@@ -214,6 +235,22 @@ def _batch(axis_data, vals, dims, *, schedule: Schedule, plan, op: str, invarian
 
     local = _compat.on_local_shards(folded, x, result_spec)
     return (folded(x) if local is None else local), ranks + 1
+
+
+def _batch_leaf(axis_data, x, d, layout: Layout, params: dict):
+    """The batching rule for one leaf: each batch element (and each stacked rank) packed into
+    rows as the lowering would, the rows batched by :func:`_batch`, the result unpacked."""
+    lead = 1 if params["plan"].stacked else 0  # a stacked leaf: (n, *leaf)
+
+    def per_element(fn, value, axis):  # fn on every batch element and stacked rank
+        for _ in range(lead):
+            fn = jax.vmap(fn)
+        return fn(value) if axis is None else jax.vmap(fn, in_axes=axis)(value)
+    shape = (x.shape if d is None else x.shape[:d] + x.shape[d + 1:])[lead:]
+    rows = per_element(layout.to_rows, x, d)  # ([batch,] [n,] rows, width)
+    out, out_d = _batch(axis_data, (rows,), (None if d is None else 0,), **params)
+    return per_element(lambda r: layout.from_rows(r, shape), out, out_d), (
+        None if out_d is None else 0)
 
 
 def _primitive(name: str) -> Primitive:
