@@ -24,12 +24,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
-from jax.extend.core import Primitive
-from jax.interpreters import ad, batching, mlir
+from jax.interpreters import ad
 
 from . import _compat
 from ._checks import _describe, array_leaves, axis_size, check_choice
 from .execute import after, in_sequence, token
+from .primitives import define
 from .stream import Stream, piece_bounds, stream, streaming_algorithms
 
 
@@ -340,10 +340,6 @@ def _vmapped_program(name, *, vmapped: tuple, **params):
     return program
 
 
-def _lowering(name, ctx, x, w, **params):
-    return mlir.lower_fun(_vmapped_program(name, **params), multiple_results=False)(ctx, x, w)
-
-
 def _jvp(name, primals, tangents, **params):
     """Bilinear, as a matmul: d(x w) = dx w + x dw, each term the same collective matmul."""
     (x, w), (dx, dw) = primals, tangents
@@ -399,25 +395,12 @@ def _batch(name, axis_data, vals, dims, *, vmapped: tuple, **params):
     return _bind(name, x, w, vmapped=(axis_name, *vmapped), **params), 0
 
 
-def _impl(name, *args, **params):
-    if any(axis_name is not None for axis_name in params["vmapped"]):
-        return jax.jit(partial(_MATMULS[name].bind, **params))(*args)
-    raise NameError(f"jaxcoll_{name} must be called inside jax.shard_map or jax.vmap with its "
-                    "axis")
-
-
-def _matmul_primitive(name: str) -> Primitive:
-    p = Primitive(f"jaxcoll_{name}")
-    p.def_impl(partial(_impl, name))
-    p.def_abstract_eval(partial(_abstract_eval, name))
-    mlir.register_lowering(p, partial(_lowering, name))
-    ad.primitive_jvps[p] = partial(_jvp, name)
-    ad.primitive_transposes[p] = partial(_transpose, name)
-    batching.fancy_primitive_batchers[p] = partial(_batch, name)
-    return p
-
-
-_MATMULS = {name: _matmul_primitive(name) for name in _PROGRAMS}
+_MATMULS = {name: define(name, abstract_eval=partial(_abstract_eval, name),
+                        program_of=lambda params, name=name: _vmapped_program(name, **params),
+                        batch=partial(_batch, name), jvp=partial(_jvp, name),
+                        transpose=partial(_transpose, name),
+                        standalone=lambda params: any(a is not None for a in params["vmapped"]))
+            for name in _PROGRAMS}
 
 
 def _matmul_operands(fn: str, x, w):

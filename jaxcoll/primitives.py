@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from dataclasses import fields, replace
 from functools import partial
+from typing import Callable
 
 import jax
 import jax.numpy as jnp
@@ -145,10 +146,6 @@ def _per_rank_program(params: dict, feedback: bool = False):
     return jax.vmap(one_rank, axis_name=plan.axes[0]) if plan.stacked else one_rank
 
 
-def _lowering(ctx, x, **params):
-    return mlir.lower_fun(_per_rank_program(params), multiple_results=False)(ctx, x)
-
-
 def _jvp(primals, tangents, *, schedule: Schedule, plan, op: str, invariant: bool,
          compress=None, layout: Layout | None = None):
     (x,), (t,) = primals, tangents
@@ -253,26 +250,45 @@ def _batch_leaf(axis_data, x, d, layout: Layout, params: dict):
         None if out_d is None else 0)
 
 
-def _primitive(name: str) -> Primitive:
+def define(name: str, *, abstract_eval: Callable, program_of: Callable, batch: Callable,
+           jvp: Callable | None = None, transpose: Callable | None = None,
+           multiple_results: bool = False,
+           standalone: Callable[[dict], bool] = lambda params: False) -> Primitive:
+    """One scaffold for every jaxcoll primitive (the collectives, the error-feedback allreduce,
+    the collective matmuls): registered as ``jaxcoll_<name>``, lowered by tracing
+    ``program_of(params)`` (its ppermute program), with its own jvp, transpose and batching
+    rules. Outside any trace it runs compiled where ``standalone(params)`` (every rank's data
+    at hand: a vmap over its own axis), and is refused otherwise, as lax's collectives are."""
     p = Primitive(f"jaxcoll_{name}")
-    p.def_impl(partial(_impl, p))
-    p.def_abstract_eval(_abstract_eval)
-    mlir.register_lowering(p, _lowering)
-    ad.primitive_jvps[p] = _jvp
-    ad.primitive_transposes[p] = _transpose
-    batching.fancy_primitive_batchers[p] = _batch
+    p.multiple_results = multiple_results
+
+    def impl(*args, **params):
+        if standalone(params):
+            return jax.jit(partial(p.bind, **params))(*args)
+        raise NameError(f"{p.name} must be called inside jax.shard_map or jax.vmap with its "
+                        "axis")
+
+    def lowering(ctx, *args, **params):
+        return mlir.lower_fun(program_of(params), multiple_results=multiple_results)(ctx, *args)
+
+    p.def_impl(impl)
+    p.def_abstract_eval(abstract_eval)
+    mlir.register_lowering(p, lowering)
+    if jvp is not None:
+        ad.primitive_jvps[p] = jvp
+    if transpose is not None:
+        ad.primitive_transposes[p] = transpose
+    batching.fancy_primitive_batchers[p] = batch
     return p
 
 
-def _impl(p, x, **params):
-    """Eager use outside any trace: a stacked collective (every rank's buffer at hand) runs
-    compiled; any other is refused, as lax's collectives are."""
-    if params["plan"].stacked:
-        return jax.jit(partial(p.bind, **params))(x)
-    raise NameError(f"{p.name} must be called inside jax.shard_map or jax.vmap with its axis")
+def _stacked(params: dict) -> bool:
+    return params["plan"].stacked
 
 
-PRIMITIVES: dict[str, Primitive] = {name: _primitive(name) for name in RECORDS}
+PRIMITIVES: dict[str, Primitive] = {name: define(
+    name, abstract_eval=_abstract_eval, program_of=_per_rank_program, batch=_batch, jvp=_jvp,
+    transpose=_transpose, standalone=_stacked) for name in RECORDS}
 
 
 # ----------------------------------------------------------------------------- error feedback
@@ -281,11 +297,6 @@ def _feedback_abstract_eval(x, *, schedule: Schedule, plan, op: str, invariant: 
                             compress):
     """(the allreduce's result, typed as allreduce's; the residual, typed as ``x``)."""
     return _abstract_eval(x, schedule=schedule, plan=plan, op=op, invariant=invariant), x
-
-
-def _feedback_lowering(ctx, x, **params):
-    return mlir.lower_fun(_per_rank_program(params, feedback=True),
-                          multiple_results=True)(ctx, x)
 
 
 def _feedback_jvp(primals, tangents, **params):
@@ -303,15 +314,6 @@ def _feedback_batch(axis_data, vals, dims, **params):
     return (out.reshape(out.shape[0], batch, width), residual.reshape(rows, batch, width)), (1, 1)
 
 
-def _feedback_primitive() -> Primitive:
-    p = Primitive("jaxcoll_allreduce_with_feedback")
-    p.multiple_results = True
-    p.def_impl(partial(_impl, p))
-    p.def_abstract_eval(_feedback_abstract_eval)
-    mlir.register_lowering(p, _feedback_lowering)
-    ad.primitive_jvps[p] = _feedback_jvp
-    batching.fancy_primitive_batchers[p] = _feedback_batch
-    return p
-
-
-FEEDBACK = _feedback_primitive()
+FEEDBACK = define("allreduce_with_feedback", abstract_eval=_feedback_abstract_eval,
+                  program_of=partial(_per_rank_program, feedback=True), batch=_feedback_batch,
+                  jvp=_feedback_jvp, multiple_results=True)
