@@ -122,10 +122,11 @@ def test_vmap_with_axis_name(algorithm, jit):
 
 def test_vmap_over_two_axis_names_is_refused():
     """JAX's ppermute batching rule takes one axis name at a time (a tuple would fail deep in
-    JAX with an assertion), so jaxcoll says so first."""
+    JAX with an assertion), so jaxcoll says so first (an allreduce reduces one axis after the
+    other instead: tests/test_lax_surface.py)."""
     x = jnp.zeros((2, 4, 3))
-    inner = jax.vmap(lambda b: jaxcoll.ring_allreduce(b, ("a", "b")), axis_name="b")
-    with pytest.raises(ValueError, match=r"jaxcoll.allreduce: axis=\('a', 'b'\) names several "
+    inner = jax.vmap(lambda b: jaxcoll.ring_allgather(b, ("a", "b")), axis_name="b")
+    with pytest.raises(ValueError, match=r"jaxcoll.allgather: axis=\('a', 'b'\) names several "
                                          r"vmap axes"):
         jax.vmap(inner, axis_name="a")(x)
 
@@ -225,12 +226,15 @@ def test_replicated_input_and_python_scalar(algorithm, check_vma):
     ours = [lambda p: jaxcoll.allreduce(p, AXIS, algorithm=algorithm),
             lambda p: jaxcoll.reduce_scatter(p, AXIS, tiled=True, algorithm=algorithm),
             lambda p: jaxcoll.allgather(p, AXIS, algorithm=algorithm),
-            lambda p: jaxcoll.allreduce(3.0, AXIS, algorithm=algorithm)]
+            lambda p: jnp.asarray(jaxcoll.allreduce(3.0, AXIS, algorithm=algorithm),
+                                  jnp.float32)]
     builtin = [lambda p: lax.psum(p, AXIS), lambda p: lax.psum_scatter(p, AXIS, tiled=True),
                lambda p: lax.all_gather(p, AXIS),
                lambda p: jnp.asarray(lax.psum(3.0, AXIS), jnp.float32)]
 
     def fn(p):
+        # a constant: n times it, computed here with no communication, as psum's
+        assert jaxcoll.allreduce(3.0, AXIS, algorithm=algorithm) == lax.psum(3.0, AXIS) == 12.0
         pairs = ours_and_reference(range(4), [p] * 4, lambda i, v: ours[i](v),
                                    lambda i, v: builtin[i](v))
         return jax.tree_util.tree_map(lambda y: y[None], pairs)
