@@ -13,6 +13,18 @@ killed), the others are stopped (SIGTERM, then SIGKILL after ``--grace`` seconds
 names the rank and why, and exits with that rank's code (128 + signal when killed). On a
 cluster, use its launcher instead (``srun``, ``mpirun``): ``jax.distributed.initialize()``
 detects it.
+
+What a process's Python prints arrives in whole lines, apart from native output. Native code
+writes to the same file descriptors 1 and 2 as Python does (gloo's C++ prints its connection
+lines from several threads at once, a few characters per write), which would split Python's
+lines and leave fragments on lines of their own. So each process gets a second pair of pipes
+for native output, named in ``JAXCOLL_LAUNCH_NATIVE_OUTPUT_FDS``: ``initialize()`` points file
+descriptors 1 and 2 at them and keeps ``sys.stdout`` and ``sys.stderr`` on the first pair. What
+comes through the second pair (native code's output, and that of programs the process starts
+after ``initialize()``) is streamed with a ``[rank k native]`` prefix, to stdout or stderr as
+written; gloo's lines may still be jumbled among themselves there. A program that does not call
+``initialize()`` (or is not Python) has all its output under ``[rank k]``. Lines that arrive on
+different pipes keep no order between them.
 """
 
 from __future__ import annotations
@@ -54,12 +66,17 @@ def rank_environment(rank: int, nproc: int, devices: int, port: int,
     return env
 
 
-def _stream(pipe, rank: int, out, lock: threading.Lock) -> None:
-    """Copy ``pipe`` to ``out`` line by line, each line prefixed with ``[rank k]``."""
+# In a process's environment: "OUT,ERR", its file descriptors for native output (see the
+# module's docstring); jaxcoll.distributed.initialize() takes them (and removes the variable).
+NATIVE_OUTPUT_FDS = "JAXCOLL_LAUNCH_NATIVE_OUTPUT_FDS"
+
+
+def _stream(pipe, label: str, out, lock: threading.Lock) -> None:
+    """Copy ``pipe`` to ``out`` line by line, each line prefixed with ``[label]``."""
     for raw in iter(pipe.readline, b""):
         line = raw.decode(errors="replace").rstrip("\n")
         with lock:
-            out.write(f"[rank {rank}] {line}\n")
+            out.write(f"[{label}] {line}\n")
             out.flush()
     pipe.close()
 
@@ -88,13 +105,28 @@ class Group:
     def start(self, command: list[str], nproc: int, devices: int) -> None:
         port, lock = free_port(), threading.Lock()
         for rank in range(nproc):
-            process = subprocess.Popen(
-                command, env=rank_environment(rank, nproc, devices, port),
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                start_new_session=True)  # its own process group: stopped with its children
+            (native_out, out_end), (native_err, err_end) = os.pipe(), os.pipe()
+            env = rank_environment(rank, nproc, devices, port)
+            env[NATIVE_OUTPUT_FDS] = f"{out_end},{err_end}"
+            try:
+                process = subprocess.Popen(
+                    command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                    pass_fds=(out_end, err_end),
+                    start_new_session=True)  # its own process group: stopped with its children
+            except BaseException:
+                for fd in (native_out, native_err):
+                    os.close(fd)
+                raise
+            finally:  # the child holds the write ends: EOF once it has exited
+                os.close(out_end)
+                os.close(err_end)
             self.processes.append(process)
-            for pipe, out in ((process.stdout, sys.stdout), (process.stderr, sys.stderr)):
-                thread = threading.Thread(target=_stream, args=(pipe, rank, out, lock),
+            for pipe, label, out in (
+                    (process.stdout, f"rank {rank}", sys.stdout),
+                    (process.stderr, f"rank {rank}", sys.stderr),
+                    (os.fdopen(native_out, "rb"), f"rank {rank} native", sys.stdout),
+                    (os.fdopen(native_err, "rb"), f"rank {rank} native", sys.stderr)):
+                thread = threading.Thread(target=_stream, args=(pipe, label, out, lock),
                                           daemon=True)
                 thread.start()
                 self.streams.append(thread)
