@@ -92,8 +92,9 @@ assert all(line.split()[-1] == "gloo" for line in lines)
 # Process k is told its id, the process count, where the coordinator listens, how many fake
 # CPU devices to make (`--devices-per-proc`), and that JAX's CPU collectives should go over
 # **gloo**, Meta's collective library (PyTorch's CPU backend), over TCP. The launcher prefixes
-# every line with `[rank k]`, and if one process fails it stops the others and exits with
-# that process's code.
+# every line with `[rank k]` (what native code such as gloo prints, once a script has called
+# `initialize()`, with `[rank k native]`), and if one process fails it stops the others and
+# exits with that process's code.
 #
 # A script joins the run with `jaxcoll.distributed.initialize()` before any other JAX work.
 # Under the launcher it calls `jax.distributed.initialize` with those coordinates. On a
