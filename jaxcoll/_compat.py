@@ -60,6 +60,27 @@ def unreduced_axes(aval) -> frozenset:
         getattr(mat, "reduced", ()) or ())
 
 
+def unreduced_only(aval) -> frozenset:
+    """The mesh axes ``aval`` is typed unreduced over (partial sums, to be summed)."""
+    return frozenset(getattr(_manual_type(aval), "unreduced", ()) or ())
+
+
+def reduced_only(aval) -> frozenset:
+    """The mesh axes ``aval`` is typed reduced over."""
+    return frozenset(getattr(_manual_type(aval), "reduced", ()) or ())
+
+
+def typed(aval, **axes):
+    """``aval`` with its varying/unreduced/reduced axes replaced by those given."""
+    mat = _manual_type(aval)
+    if mat is None:
+        return aval
+    update = {kind: frozenset(names) for kind, names in axes.items()}
+    if "unreduced" in update and not update["unreduced"] and hasattr(mat, "unreduced_kind"):
+        update["unreduced_kind"] = None  # jax 0.12: no kind without unreduced axes
+    return aval.update(manual_axis_type=mat.update(**update))
+
+
 def with_varying(aval, varying: frozenset):
     """``aval`` typed varying over exactly ``varying``."""
     mat = _manual_type(aval)

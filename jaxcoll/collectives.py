@@ -231,7 +231,7 @@ def _packed(leaves: list, layouts: list[Layout], run: Callable, bucket_bytes: in
 
 def _runner(primitive: str, algorithm: str, n: int, axis, op: str = "sum", root: int = 0,
             compress: Compress | None = None, feedback: bool = False, groups=None,
-            invariant_result: bool = False):
+            to: str = "varying"):
     """``run(buf)`` for ``_packed``: the schedule run as one primitive (primitives.py); ``auto``
     picks the one the cost model predicts fastest for this buffer (and, compressed, among those
     with the smallest error bounds), at trace time."""
@@ -246,7 +246,7 @@ def _runner(primitive: str, algorithm: str, n: int, axis, op: str = "sum", root:
         schedule = build_schedule(primitive, name, ranks, root,
                                   pieces_for(primitive, name, n, nbytes))
         return collective(schedule, buf, axis, combine, compress, feedback, groups,
-                          invariant_result, layout)
+                          to, layout)
     return run
 
 
@@ -453,9 +453,9 @@ def allgather(x, axis, *, dim: int = 0, tiled: bool = False, algorithm: str = "a
     """
     algorithm, n, _, leaves, treedef, groups = _arguments(
         "allgather", x, axis, algorithm, bucket_bytes, groups=axis_index_groups)
-    check_choice("allgather", "to", to, ("varying", "invarying"))
-    if to == "invarying" and groups:
-        raise ValueError("jaxcoll.allgather: to='invarying' takes no axis_index_groups (a "
+    check_choice("allgather", "to", to, ("varying", "invarying", "reduced"))
+    if to != "varying" and groups:
+        raise ValueError(f"jaxcoll.allgather: to={to!r} takes no axis_index_groups (a "
                          "group's result is not the same over the whole axis), as lax's")
     dims = [gather_dim("allgather", leaf.shape, dim, tiled) for leaf in leaves]
     compress, wide = _compressed("allgather", compress, algorithm, leaves)
@@ -464,7 +464,7 @@ def allgather(x, axis, *, dim: int = 0, tiled: bool = False, algorithm: str = "a
             leaf, axis, d, tiled, groups, to), leaves, dims))
 
     run = _runner("allgather", algorithm, n, axis, compress=compress, groups=groups,
-                  invariant_result=to == "invarying")
+                  to=to)
     out = _packed(wide, [Layout("gather", n, d, tiled=tiled) for d in dims], run, bucket_bytes)
     return treedef.unflatten(_narrowed(out, leaves))
 

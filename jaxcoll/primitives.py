@@ -48,7 +48,7 @@ _COMBINE = {"sum": lax.add, "max": lax.max, "min": lax.min}
 
 
 def collective(schedule: Schedule, buf, axis, op: str = "sum", compress: Compress | None = None,
-               feedback: bool = False, groups=None, invariant_result: bool = False,
+               feedback: bool = False, groups=None, to: str = "varying",
                layout: Layout | None = None):
     """Run ``schedule`` (labelled with its primitive) on this rank's ``(rows, width)`` buffer
     over ``axis``, as one primitive; the result has the primitive's ``rows_out`` rows. With
@@ -57,24 +57,31 @@ def collective(schedule: Schedule, buf, axis, op: str = "sum", compress: Compres
     ``compress``: transfers carry encoded chunks of the float32 buffer (compression.py);
     ``feedback`` (allreduce): also return what encoding dropped at this rank, as ``buf``;
     ``groups``: checked ``axis_index_groups``, the schedule run in each (typed varying: a
-    group's result is not the whole axis'); ``invariant_result``: an allgather typed invariant
-    (``lax.all_gather(..., to="invarying")``), as an allreduce always is."""
+    group's result is not the whole axis'); ``to``: an allgather typed "invarying" (as an
+    allreduce always is) or "reduced", as ``lax.all_gather(..., to=...)``. An input typed
+    unreduced over the axis (partial sums) is summed by a sum's allreduce or reduce_scatter,
+    as lax's psum and psum_scatter do."""
     plan = _compat.axis_plan(axis, groups)
-    stuck = _compat.unreduced_axes(jax.typeof(buf)) & set(plan.axes)
-    if stuck:
+    record, aval = RECORDS[schedule.primitive], jax.typeof(buf)
+    partials = bool(_compat.unreduced_only(aval) & set(plan.axes))
+    sums = record.reduces and not record.rooted and op == "sum" and compress is None
+    stuck = (_compat.unreduced_axes(aval) & set(plan.axes)) if not (partials and sums) else ()
+    if stuck or (partials and (groups or feedback or layout is None and not sums)):
         raise ValueError(f"jaxcoll.{schedule.primitive}: x is typed unreduced or reduced over "
-                         f"{sorted(stuck)}; jaxcoll takes varying or invariant values: "
-                         "reduce it first (lax.psum) or cast it (lax.pcast)")
+                         f"{sorted(stuck or plan.axes)}; jaxcoll takes varying or invariant "
+                         "values, and unreduced ones (partial sums) in a sum's allreduce or "
+                         "reduce_scatter, as lax: reduce it first (lax.psum) or cast it "
+                         "(lax.pcast)")
     typed = _compat.check_vma() and plan.in_mesh
-    if typed:  # as lax's collectives do: an invariant input is first cast to varying
+    if typed and not partials:  # as lax's collectives do: an invariant input is cast to varying
         buf = _compat.pvary(buf, plan.axes)
-    invariant = typed and not groups and (RECORDS[schedule.primitive].invariant
-                                          or invariant_result)
+    invariant = typed and not groups and (record.invariant or to == "invarying")
+    reduced = typed and to == "reduced"
     if feedback:
         return tuple(FEEDBACK.bind(buf, schedule=_shown(schedule), plan=plan, op=op,
                                    invariant=invariant, compress=compress))
     return _bind(buf, schedule=schedule, plan=plan, op=op, invariant=invariant,
-                 compress=compress, layout=layout)
+                 compress=compress, layout=layout, partials=partials, reduced=reduced)
 
 
 class _Shown(Schedule):
@@ -92,19 +99,25 @@ def _shown(schedule: Schedule) -> Schedule:
 
 
 def _bind(buf, *, schedule: Schedule, plan, op: str, invariant: bool,
-          compress: Compress | None = None, layout: Layout | None = None):
+          compress: Compress | None = None, layout: Layout | None = None,
+          partials: bool = False, reduced: bool = False):
+    """``partials``: ``buf`` is typed unreduced over the axis (each rank's partial sum, as
+    lax's unreduced_psum reads it); ``reduced``: the result is typed reduced over it
+    (``lax.all_gather(..., to="reduced")``)."""
     return PRIMITIVES[schedule.primitive].bind(buf, schedule=_shown(schedule), plan=plan, op=op,
                                                invariant=invariant, compress=compress,
-                                               layout=layout)
+                                               layout=layout, partials=partials,
+                                               reduced=reduced)
 
 
 # ----------------------------------------------------------------------------- the program
 
 def program(buf, *, schedule: Schedule, plan, op: str, invariant: bool = False,
-            compress: Compress | None = None, feedback: bool = False):
+            compress: Compress | None = None, feedback: bool = False, partials: bool = False,
+            reduced: bool = False):
     """The ppermute program of one primitive on this rank's (rows_in, width) buffer (with
     ``feedback``, an allreduce's: the result and what encoding dropped)."""
-    del invariant  # typing only
+    del invariant, partials, reduced  # typing only
     record, me = RECORDS[schedule.primitive], plan.index()
     run = partial(execute, schedule, axis=plan.axes, combine=_COMBINE[op], plan=plan,
                   compress=compress, settle=record.replicated, feedback=feedback)
@@ -117,7 +130,8 @@ def program(buf, *, schedule: Schedule, plan, op: str, invariant: bool = False,
 # ----------------------------------------------------------------------------- the rules
 
 def _abstract_eval(x, *, schedule: Schedule, plan, op: str, invariant: bool, compress=None,
-                   layout: Layout | None = None):
+                   layout: Layout | None = None, partials: bool = False,
+                   reduced: bool = False):
     record, n = RECORDS[schedule.primitive], schedule.n_ranks
     rows = record.rows("rows_out", n)
     ranks = (n,) if plan.stacked else ()  # stacked: (n, rows, width), one buffer per rank
@@ -128,8 +142,14 @@ def _abstract_eval(x, *, schedule: Schedule, plan, op: str, invariant: bool, com
                          f"{record.rows_in}, width) buffer for n = {n}, got {x.shape}")
     else:
         out = x.update(shape=(*ranks, rows, x.shape[-1]))
-    if invariant:  # typed invariant over the axis (psum's, all_gather_invariant's)
-        out = _compat.with_varying(out, _compat.varying_axes(x) - set(plan.axes))
+    axes = set(plan.axes)
+    if partials:  # the partial sums are summed: no longer unreduced (varying if scattered)
+        out = _compat.typed(out, unreduced=_compat.unreduced_only(x) - axes,
+                            varying=_compat.varying_axes(x) | (set() if invariant else axes))
+    if invariant or reduced:  # psum's, all_gather_invariant's; all_gather_reduced's
+        out = _compat.with_varying(out, _compat.varying_axes(x) - axes)
+    if reduced:
+        out = _compat.typed(out, reduced=_compat.reduced_only(x) | axes)
     return out
 
 
@@ -147,9 +167,11 @@ def _per_rank_program(params: dict, feedback: bool = False):
 
 
 def _jvp(primals, tangents, *, schedule: Schedule, plan, op: str, invariant: bool,
-         compress=None, layout: Layout | None = None):
+         compress=None, layout: Layout | None = None, partials: bool = False,
+         reduced: bool = False):
     (x,), (t,) = primals, tangents
-    params = dict(schedule=schedule, plan=plan, invariant=invariant, layout=layout)
+    params = dict(schedule=schedule, plan=plan, invariant=invariant, layout=layout,
+                  partials=partials, reduced=reduced)
     y = _bind(x, op=op, compress=compress, **params)  # the tangent: uncompressed, below
     if type(t) is ad.Zero:
         return y, ad.Zero.from_primal_value(y)
@@ -167,25 +189,34 @@ def _jvp(primals, tangents, *, schedule: Schedule, plan, op: str, invariant: boo
 
 def _ordered(value, previous):
     """``value``, made to wait for ``previous`` where jaxlib runs independent collectives of a
-    program into each other (``in_sequence`` does the same for buckets)."""
-    return after(value, token(previous)) if _compat.serialize_collectives() else value
+    program into each other (``in_sequence`` does the same for buckets). A value typed
+    unreduced (a partial sum's tangent) cannot pass the barrier's typing: left unordered."""
+    if not _compat.serialize_collectives() or _compat.unreduced_axes(jax.typeof(value)):
+        return value
+    return after(value, token(previous))
 
 
 def _transpose_bind(ct, *, schedule: Schedule, plan, invariant: bool,
-                    layout: Layout | None = None):
+                    layout: Layout | None = None, partials: bool = False,
+                    reduced: bool = False):
     """The transposed primitive applied to ``ct``: one collective on the dual schedule (and
-    the dual layout: a scatter's blocks are a gather's)."""
+    the dual layout: a scatter's blocks are a gather's). A reduce-scatter of partial sums
+    transposes to an allgather typed reduced, and back (lax's unreduced_psum_scatter and
+    all_gather_reduced)."""
     return _bind(ct, schedule=dual(schedule), plan=plan, op="sum", invariant=invariant,
-                 layout=None if layout is None else layout.dual())
+                 layout=None if layout is None else layout.dual(), partials=reduced,
+                 reduced=partials)
 
 
 def _transpose(ct, x, *, schedule: Schedule, plan, op: str, invariant: bool, compress=None,
-               layout: Layout | None = None):
+               layout: Layout | None = None, partials: bool = False, reduced: bool = False):
     if op != "sum" or compress is not None:
         raise NotImplementedError(f"jaxcoll_{schedule.primitive} with op={op!r}, "
                                   f"compress={compress!r} is not linear")
     if type(ct) is ad.Zero:
         return (ad.Zero(x.aval.to_tangent_aval()),)
+    if invariant and partials:  # unreduced_psum's transpose: a cast to reduced, no traffic
+        return (lax.pcast(ct, tuple(plan.permute_axes), to="reduced"),)
     if invariant:  # psum's and all_gather_invariant's transposes: this rank's part, no traffic
         ct = _compat.pvary(ct, plan.axes)
         record = RECORDS[schedule.primitive]
@@ -195,13 +226,15 @@ def _transpose(ct, x, *, schedule: Schedule, plan, op: str, invariant: bool, com
         mine = lax.dynamic_slice_in_dim(rows, plan.index(), 1, axis=0)  # (1, w)
         return (mine if layout is None else layout.dual().from_rows(mine, ct.shape),)
     return (_transpose_bind(ct, schedule=schedule, plan=plan, invariant=invariant,
-                            layout=layout),)
+                            layout=layout, partials=partials, reduced=reduced),)
 
 
 def _batch(axis_data, vals, dims, *, schedule: Schedule, plan, op: str, invariant: bool,
-           compress=None, layout: Layout | None = None):
+           compress=None, layout: Layout | None = None, partials: bool = False,
+           reduced: bool = False):
     (x,), (d,) = vals, dims
-    params = dict(schedule=schedule, plan=plan, op=op, invariant=invariant, compress=compress)
+    params = dict(schedule=schedule, plan=plan, op=op, invariant=invariant, compress=compress,
+                  partials=partials, reduced=reduced)
     if layout is not None:  # a batched leaf: packed into rows here, batched as rows below
         return _batch_leaf(axis_data, x, d, layout, params)
     if axis_data.name in plan.axes:  # vmap(axis_name=...) over the collective's own axis
@@ -269,6 +302,13 @@ def define(name: str, *, abstract_eval: Callable, program_of: Callable, batch: C
                         "axis")
 
     def lowering(ctx, *args, **params):
+        if any(_compat.unreduced_axes(a) for a in ctx.avals_in):
+            # the program moves values, whatever lax's types say of them: a partial sum
+            # (unreduced over an axis) is read as varying over it, reduced axes are left out
+            ctx = replace(ctx, avals_in=[_compat.typed(
+                a, unreduced=(), reduced=(),
+                varying=_compat.varying_axes(a) | _compat.unreduced_only(a))
+                for a in ctx.avals_in])
         return mlir.lower_fun(program_of(params), multiple_results=multiple_results)(ctx, *args)
 
     p.def_impl(impl)
@@ -294,7 +334,7 @@ PRIMITIVES: dict[str, Primitive] = {name: define(
 # ----------------------------------------------------------------------------- error feedback
 
 def _feedback_abstract_eval(x, *, schedule: Schedule, plan, op: str, invariant: bool,
-                            compress):
+                            compress, partials: bool = False, reduced: bool = False):
     """(the allreduce's result, typed as allreduce's; the residual, typed as ``x``)."""
     return _abstract_eval(x, schedule=schedule, plan=plan, op=op, invariant=invariant), x
 

@@ -247,17 +247,22 @@ def test_max_jvp_shares_ties_evenly():
 
 
 
-def test_unreduced_input_is_refused_by_jaxcoll():
-    """lax.psum of an unreduced value reinterprets it; jaxcoll refuses it with its own error
-    (before, JAX's pvary failed inside the executor)."""
+def test_unreduced_input_summed_like_lax_and_refused_where_lax_refuses():
+    """lax.psum of an unreduced value sums the partials (typed invariant): so does jaxcoll's
+    allreduce; an allgather of one is refused by lax (its pvary) and by jaxcoll (its own
+    error, before the executor). Gradients: tests/test_lax_surface.py."""
     def body(x):
         unreduced = lax.pcast(x, AXIS, to="unreduced")
+        ours = jaxcoll.allreduce(unreduced, AXIS, algorithm="ring")
+        theirs = lax.psum(unreduced, AXIS)
+        assert str(jax.typeof(ours)) == str(jax.typeof(theirs))
         with pytest.raises(ValueError, match="typed unreduced or reduced over"):
-            jaxcoll.allreduce(unreduced, AXIS, algorithm="ring")
-        return x
+            jaxcoll.allgather(unreduced, AXIS, algorithm="ring")
+        return ours, theirs
 
-    jax.jit(jax.shard_map(body, mesh=mesh(N), in_specs=P(AXIS), out_specs=P(AXIS))).lower(
-        jnp.ones(N))
+    ours, theirs = jax.jit(jax.shard_map(body, mesh=mesh(N), in_specs=P(AXIS),
+                                         out_specs=(P(), P())))(jnp.arange(float(N)))
+    assert_same(ours, theirs)
 
 
 def _explicit_mesh():

@@ -225,3 +225,56 @@ def test_eager_vmap_of_a_shard_map_over_explicit_axes():
                               out_specs=P(None))
             assert_same(jax.vmap(f)(arr), jax.jit(jax.vmap(f))(arr))
             assert_same(jax.vmap(f)(arr), np.asarray(arr).reshape(2, 2, 4).sum(1))
+
+
+@pytest.mark.parametrize("lax", [jax_lax, coll_lax], ids=["jax.lax", "jaxcoll.lax"])
+def test_unreduced_inputs_and_reduced_results_as_lax(lax):
+    """Partial sums (typed unreduced over the axis) summed by psum (typed invariant; its
+    gradient cast to reduced) and psum_scatter (varying; its gradient an all_gather typed
+    reduced), and all_gather(to="reduced") back: the values, types and shardings JAX's own
+    shard_map tests expect of lax."""
+    from jax.sharding import AxisType, NamedSharding
+    grid = jax.make_mesh((2,), ("x",), axis_types=(AxisType.Explicit,),
+                         devices=jax.devices()[:2])
+    a, b = np.arange(8.0).reshape(2, 4), np.arange(24.0).reshape(4, 6)
+    with jax.set_mesh(grid):
+        left, right = jax.device_put(a, P(None, "x")), jax.device_put(b, P("x", None))
+        types = {}  # what each body saw first: (input's types, result's types)
+
+        def summed(scatter):
+            def body(z):
+                out = (lax.psum_scatter(z, "x", tiled=True) if scatter
+                       else lax.psum(z, "x"))
+                types.setdefault(scatter, (_compat_types(z), _compat_types(out)))
+                return out
+            return jax.shard_map(body, in_specs=P(unreduced={"x"}),
+                                 out_specs=P("x") if scatter else P())
+
+        for scatter in (False, True):
+            def f(x, y, scatter=scatter):
+                z = jnp.einsum("ab,bc->ac", x, y, out_sharding=P(unreduced={"x"}))
+                return summed(scatter)(z).sum()
+            assert_same(jax.jit(f)(left, right), np.float32((a @ b).sum()))
+            g_left, g_right = jax.jit(jax.grad(f, argnums=(0, 1)))(left, right)
+            assert g_left.sharding == NamedSharding(grid, P(None, "x"))
+            np.testing.assert_allclose(g_left, np.ones((2, 6)) @ b.T)
+            np.testing.assert_allclose(g_right, a.T @ np.ones((2, 6)))
+        assert types[False] == ((set(), {"x"}, set()), (set(), set(), set()))  # invariant
+        assert types[True] == ((set(), {"x"}, set()), ({"x"}, set(), set()))  # varying
+
+        def gathered(v):
+            out = lax.all_gather(v, "x", tiled=True, to="reduced")
+            types.setdefault("gathered", _compat_types(out))
+            return out
+        x = jax.device_put(np.arange(4.0), P("x"))
+        g = jax.shard_map(gathered, in_specs=P("x"), out_specs=P(reduced={"x"}))
+        assert_same(jax.jit(g)(x), np.arange(4.0, dtype=np.float32))
+        assert types["gathered"] == (set(), set(), {"x"})
+        np.testing.assert_allclose(jax.jit(jax.grad(lambda v: g(v).sum()))(x), np.ones(4))
+
+
+def _compat_types(value):
+    """(varying, unreduced, reduced) axes of a value's type."""
+    aval = jax.typeof(value)
+    return (set(jaxcoll._compat.varying_axes(aval)), set(jaxcoll._compat.unreduced_only(aval)),
+            set(jaxcoll._compat.reduced_only(aval)))
