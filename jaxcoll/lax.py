@@ -10,6 +10,8 @@ itself); every other name (``ppermute``, ``axis_index``, ``dot_general``, ...) i
 
 from __future__ import annotations
 
+import functools
+
 import jax
 from jax import lax as _lax
 
@@ -19,24 +21,43 @@ __all__ = ["psum", "pmean", "pmax", "pmin", "all_gather", "psum_scatter", "all_t
            "pbroadcast"]
 
 
+def _lax_errors(fn):
+    """Where the axis is not bound, lax's own function is called, so the error is lax's own,
+    word for word (JAX's tests match psum's); everything else is ``fn``'s."""
+    builtin = getattr(_lax, fn.__name__)
+
+    @functools.wraps(fn)
+    def wrapper(x, axis_name, *args, algorithm: str = "auto", **kwargs):
+        try:
+            _lax.axis_size(axis_name)
+        except (NameError, ValueError):
+            return builtin(x, axis_name, *args, **kwargs)
+        return fn(x, axis_name, *args, algorithm=algorithm, **kwargs)
+    return wrapper
+
+
+@_lax_errors
 def psum(x, axis_name, *, axis_index_groups=None, algorithm: str = "auto"):
     """``lax.psum``: the sum over ``axis_name`` (of each group)."""
     return _c.allreduce(x, axis_name, op="sum", algorithm=algorithm,
                         axis_index_groups=axis_index_groups)
 
 
+@_lax_errors
 def pmax(x, axis_name, *, axis_index_groups=None, algorithm: str = "auto"):
     """``lax.pmax``: the maximum over ``axis_name`` (of each group)."""
     return _c.allreduce(x, axis_name, op="max", algorithm=algorithm,
                         axis_index_groups=axis_index_groups)
 
 
+@_lax_errors
 def pmin(x, axis_name, *, axis_index_groups=None, algorithm: str = "auto"):
     """``lax.pmin``: the minimum over ``axis_name`` (of each group)."""
     return _c.allreduce(x, axis_name, op="min", algorithm=algorithm,
                         axis_index_groups=axis_index_groups)
 
 
+@_lax_errors
 def pmean(x, axis_name, *, axis_index_groups=None, algorithm: str = "auto"):
     """``lax.pmean``: ``psum / n`` (integers give floats, as lax's do)."""
     total = psum(x, axis_name, axis_index_groups=axis_index_groups, algorithm=algorithm)
@@ -44,6 +65,7 @@ def pmean(x, axis_name, *, axis_index_groups=None, algorithm: str = "auto"):
     return jax.tree_util.tree_map(lambda leaf: leaf / n, total)
 
 
+@_lax_errors
 def all_gather(x, axis_name, *, axis_index_groups=None, axis: int = 0, tiled: bool = False,
                to: str = "varying", algorithm: str = "auto"):
     """``lax.all_gather``: every rank's ``x`` stacked (or ``tiled``, concatenated) at ``axis``."""
@@ -51,6 +73,7 @@ def all_gather(x, axis_name, *, axis_index_groups=None, axis: int = 0, tiled: bo
                         axis_index_groups=axis_index_groups, to=to)
 
 
+@_lax_errors
 def psum_scatter(x, axis_name, *, scatter_dimension: int = 0, axis_index_groups=None,
                  tiled: bool = False, algorithm: str = "auto"):
     """``lax.psum_scatter``: this rank's block of the sum along ``scatter_dimension``."""
@@ -58,6 +81,7 @@ def psum_scatter(x, axis_name, *, scatter_dimension: int = 0, axis_index_groups=
                              algorithm=algorithm, axis_index_groups=axis_index_groups)
 
 
+@_lax_errors
 def all_to_all(x, axis_name, split_axis: int, concat_axis: int, *, axis_index_groups=None,
                tiled: bool = False, algorithm: str = "auto"):
     """``lax.all_to_all``: block j along ``split_axis`` to rank j, received blocks along
@@ -66,6 +90,7 @@ def all_to_all(x, axis_name, split_axis: int, concat_axis: int, *, axis_index_gr
                        algorithm=algorithm, axis_index_groups=axis_index_groups)
 
 
+@_lax_errors
 def pbroadcast(x, axis_name, source: int, *, algorithm: str = "auto"):
     """``lax.pbroadcast``: every rank gets rank ``source``'s ``x``."""
     return _c.broadcast(x, axis_name, root=source, algorithm=algorithm)

@@ -278,3 +278,13 @@ def _compat_types(value):
     aval = jax.typeof(value)
     return (set(jaxcoll._compat.varying_axes(aval)), set(jaxcoll._compat.unreduced_only(aval)),
             set(jaxcoll._compat.reduced_only(aval)))
+
+
+@pytest.mark.parametrize("name", ["psum", "all_gather"])
+def test_an_unbound_axis_raises_lax_own_error(name):
+    """Word for word (JAX's shard_map tests match psum's sentence)."""
+    with pytest.raises(NameError) as theirs:
+        jax.jit(lambda v: getattr(jax_lax, name)(v, "nope"))(jnp.ones(3))
+    with pytest.raises(NameError) as ours:
+        jax.jit(lambda v: getattr(coll_lax, name)(v, "nope", algorithm="ring"))(jnp.ones(3))
+    assert str(ours.value).split("\n")[0] == str(theirs.value).split("\n")[0]
