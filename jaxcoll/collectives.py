@@ -357,7 +357,7 @@ def allreduce(x, axis, *, op: str = "sum", algorithm: str = "auto",
     encoded size (int8: 0.258x float32 with blocks of 128).
     """
     if (algorithm != "xla" and _several_vmap_axes(axis) and compress is None
-            and axis_index_groups is None):
+            and axis_index_groups is None and not two_level("allreduce", algorithm)):
         # JAX's ppermute under vmap takes one axis name: one axis at a time, each its own
         # ranks (ranks over a tuple are row-major, and every op here is associative)
         _arguments("allreduce", x, axis[0], algorithm, bucket_bytes, op=op)  # the checks

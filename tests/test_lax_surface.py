@@ -106,11 +106,10 @@ def _every_algorithm(primitive: str) -> list[str]:
 @pytest.mark.parametrize("primitive", ["allreduce", "allgather", "reduce_scatter", "alltoall"])
 def test_axis_index_groups_every_algorithm(primitive):
     """Each group runs the schedule among its members, in the group's order, as lax's groups:
-    every algorithm with permuted groups, the ring with strided and contiguous ones."""
+    every algorithm with strided, contiguous and permuted groups."""
     x = exact_inputs(N, (N, 3), jnp.float32)
-    cases = [(algorithm, "permuted") for algorithm in _every_algorithm(primitive)]
-    ring = "ring" if "ring" in SCHEDULES[primitive] else "naive"
-    cases += [(ring, "strided"), (ring, "contiguous")]
+    cases = [(algorithm, groups) for algorithm in _every_algorithm(primitive)
+             for groups in GROUPS]
     out = _per_rank(lambda b: [jnp.stack(pair) for pair in jaxcoll.check.ours_and_reference(
         cases, [b] * len(cases), lambda c, v: _grouped(primitive, c[0], GROUPS[c[1]])(v),
         lambda c, v: _grouped(primitive, None, GROUPS[c[1]])(v))])(x)
