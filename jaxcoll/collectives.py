@@ -45,6 +45,7 @@ from .model import choose, pieces_for
 from .primitives import collective
 from .records import RECORDS, Layout
 from .schedules import Schedule
+from .symbolic import ScheduleError, verify
 
 OPS = ("sum", "mean", "max", "min")
 BUCKET_BYTES = 25 * 2**20  # PyTorch DDP's default bucket_cap_mb
@@ -106,7 +107,10 @@ def _arguments(primitive: str, x, axis, algorithm, bucket_bytes, *, op=_TAKES_NO
     (default: ``primitive``).
     """
     fn = fn or primitive
-    check_choice(fn, "algorithm", algorithm, algorithms(primitive))
+    if isinstance(algorithm, Schedule):
+        _check_schedule(fn, primitive, algorithm)
+    else:
+        check_choice(fn, "algorithm", algorithm, algorithms(primitive))
     _check_bucket_bytes(fn, bucket_bytes)
     if two_level(primitive, algorithm):
         check_two_level_axis(fn, algorithm, axis)
@@ -123,11 +127,35 @@ def _arguments(primitive: str, x, axis, algorithm, bucket_bytes, *, op=_TAKES_NO
                          "JAX's ppermute under vmap takes one axis name at a time; use one "
                          "vmap axis, or jax.shard_map over a mesh with these axes")
     root = None if root is _TAKES_NONE else check_root(fn, root, n)
+    if isinstance(algorithm, Schedule) and (algorithm.n_ranks, algorithm.root) != (
+            n, algorithm.root if root is None else root):
+        raise ValueError(f"jaxcoll.{fn}: algorithm={algorithm!r} is a schedule for "
+                         f"{algorithm.n_ranks} ranks from root {algorithm.root}; this call runs "
+                         f"on {n} ranks" + ("" if root is None else f" from root {root}"))
     leaves, treedef = array_leaves(fn, x)
     if op is not _TAKES_NONE:
         for leaf in leaves:
             check_op_dtype(fn, op, leaf.dtype)
     return algorithm, n, root, leaves, treedef, groups
+
+
+def _check_schedule(fn: str, primitive: str, schedule: Schedule) -> None:
+    """A schedule given as ``algorithm=``: it must be for ``primitive`` and keep its promise
+    (``verify``, once per schedule)."""
+    if schedule.primitive != primitive:
+        raise ValueError(f"jaxcoll.{fn}: algorithm={schedule!r} is a schedule for "
+                         f"{schedule.primitive or 'no primitive'!r}, not {primitive!r} (build it "
+                         "with jaxcoll.schedule, or give Schedule its primitive)")
+    try:
+        _verified(schedule)
+    except ScheduleError as error:
+        raise ValueError(f"jaxcoll.{fn}: algorithm={schedule!r} does not do what {primitive} "
+                         f"promises: {error}") from None
+
+
+@functools.lru_cache(maxsize=64)
+def _verified(schedule: Schedule) -> None:
+    verify(schedule)
 
 
 def _several_vmap_axes(axis) -> bool:
@@ -241,6 +269,9 @@ def _runner(primitive: str, algorithm: str, n: int, axis, op: str = "sum", root:
 
     def run(buf, layout: Layout | None = None):
         nbytes = buf.size * buf.dtype.itemsize
+        if isinstance(algorithm, Schedule):  # the caller's own, verified
+            return collective(algorithm, buf, axis, combine, compress, feedback, groups, to,
+                              layout)
         name = (choose(primitive, n, nbytes, compress=compress) if algorithm == "auto"
                 else algorithm)
         schedule = build_schedule(primitive, name, ranks, root,

@@ -12,6 +12,7 @@ from jax.sharding import PartitionSpec as P
 import jaxcoll
 from helpers import (AXIS, assert_same, count_permutes, exact_inputs, mesh, other_collectives,
                      ours_and_reference, per_rank)
+from jaxcoll import Schedule, Transfer
 from jaxcoll.execute import in_sequence
 
 ALGORITHMS = ("ring", "naive")
@@ -243,3 +244,31 @@ def test_replicated_input_and_python_scalar(algorithm, check_vma):
                                     check_vma=check_vma))
     for got, want in program(x):
         assert_same(got, want)
+
+
+def test_algorithm_takes_a_schedule():
+    """Any verified schedule of the collective and rank count runs, as a name's would: one
+    written by hand (the seed's ring), and a two-level one on a flat axis; its gradient is its
+    dual's (one collective), equal to lax's."""
+    n = 4
+    rounds = ([[Transfer(r, (r + 1) % n, (r - s) % n, reduce=True) for r in range(n)]
+               for s in range(n - 1)] +
+              [[Transfer(r, (r + 1) % n, (r + 1 - s) % n, reduce=False) for r in range(n)]
+               for s in range(n - 1)])
+    by_hand = Schedule.build("my ring", n, n_chunks=n, rounds=rounds)
+    by_hand = Schedule(by_hand.name, n, n, by_hand.rounds, "allreduce")
+    two_level = jaxcoll.schedule("allreduce", "hierarchical", (2, 2))
+    x = exact_inputs(n, (6,), jnp.float32)
+    for algorithm in (by_hand, two_level):
+        def loss(v, algorithm=algorithm):
+            return jnp.sum(jnp.sin(jax.shard_map(
+                lambda b: jaxcoll.allreduce(b, AXIS, algorithm=algorithm), mesh=mesh(n),
+                in_specs=P(AXIS), out_specs=P(AXIS), check_vma=False)(v)))
+
+        def reference(v):
+            return jnp.sum(jnp.sin(jax.shard_map(lambda b: lax.psum(b, AXIS), mesh=mesh(n),
+                                                 in_specs=P(AXIS), out_specs=P(AXIS),
+                                                 check_vma=False)(v)))
+        assert_same(jax.jit(loss)(x), jax.jit(reference)(x))
+        np.testing.assert_allclose(jax.jit(jax.grad(loss))(x), jax.grad(reference)(x),
+                                   rtol=1e-6)
