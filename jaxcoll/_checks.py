@@ -53,9 +53,11 @@ def check_groups(fn: str, groups, n: int):
         checked = None
     flat = sorted(r for group in checked or () for r in group)
     if not checked or len({len(g) for g in checked}) != 1 or flat != list(range(n)):
+        example = ([list(range(0, n, 2)), list(range(1, n, 2))] if n % 2 == 0
+                   else [list(range(n))])
         raise ValueError(f"jaxcoll.{fn}: axis_index_groups={groups!r} must be groups of equal "
                          f"size that hold every rank 0..{n - 1} of the axis once, e.g. "
-                         f"{[list(range(0, n, 2)), list(range(1, n, 2))] if n % 2 == 0 else [list(range(n))]}")
+                         f"{example}")
     return checked
 
 

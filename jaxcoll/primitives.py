@@ -2,7 +2,8 @@
 and batched by rules of its own.
 
 A primitive takes the packed ``(rows, width)`` buffer of one bucket (records.py says how many
-rows in and out) and carries its schedule as a parameter:
+rows in and out), or one leaf as it is with its ``records.Layout`` (packed inside the
+lowering: one equation per call), and carries its schedule as a parameter:
 
 - **abstract evaluation** types the result as the lax built-in's: allreduce invariant over the
   axis under ``check_vma`` (``out_specs=P()`` works), the others varying;
@@ -158,11 +159,13 @@ def _per_rank_program(params: dict, feedback: bool = False):
     with a layout, the leaf packed into rows and the result unpacked around it."""
     params = dict(params)
     plan, layout = params["plan"], params.pop("layout", None)
-    one_rank = partial(program, feedback=feedback, **dict(params, plan=replace(plan, stacked=False)))
-    if layout is not None:
-        rows_program = one_rank
-        one_rank = lambda leaf: layout.from_rows(rows_program(layout.to_rows(leaf)),  # noqa
-                                                 leaf.shape)
+    rows_program = partial(program, feedback=feedback,
+                           **dict(params, plan=replace(plan, stacked=False)))
+
+    def one_rank(x):  # a leaf is packed into rows, and its result unpacked
+        if layout is None:
+            return rows_program(x)
+        return layout.from_rows(rows_program(layout.to_rows(x)), x.shape)
     return jax.vmap(one_rank, axis_name=plan.axes[0]) if plan.stacked else one_rank
 
 
