@@ -239,18 +239,20 @@ def _packed(leaves: list, layouts: list[Layout], run: Callable, bucket_bytes: in
     buckets = [[group[j] for j in bucket] for group in groups for bucket in bucket_plan(
         [leaves[i].size * leaves[i].dtype.itemsize for i in group], bucket_bytes)]
     out = [None] * len(leaves)
-    if whole_leaves:
-        alone = [bucket for bucket in buckets if len(bucket) == 1]
-        for (i,), result in zip(alone, in_sequence(run, [leaves[i] for (i,) in alone],
-                                                   [layouts[i] for (i,) in alone])):
-            out[i] = result
-        buckets = [bucket for bucket in buckets if len(bucket) > 1]
-    pieces = [[layouts[i].to_rows(leaves[i]) for i in bucket] for bucket in buckets]
-    buffers = [jnp.concatenate(bucket_pieces, axis=1) for bucket_pieces in pieces]
-    for bucket, bucket_pieces, result in zip(buckets, pieces, in_sequence(run, buffers)):
+    alone = [whole_leaves and len(bucket) == 1 for bucket in buckets]
+    pieces = [[] if one else [layouts[i].to_rows(leaves[i]) for i in bucket]
+              for bucket, one in zip(buckets, alone)]
+    inputs = [leaves[bucket[0]] if one else jnp.concatenate(bucket_pieces, axis=1)
+              for bucket, one, bucket_pieces in zip(buckets, alone, pieces)]
+    results = in_sequence(lambda buf, bucket, one: run(buf, layouts[bucket[0]]) if one
+                          else run(buf), inputs, buckets, alone)
+    for bucket, one, bucket_pieces, result in zip(buckets, alone, pieces, results):
+        if one:  # the primitive gave the result leaf
+            out[bucket[0]] = result
+            continue
         widths = [piece.shape[1] for piece in bucket_pieces]  # result: (rows', sum(widths))
-        results = result if isinstance(result, tuple) else (result,)  # several: a tuple each
-        split = [jnp.split(r, np.cumsum(widths)[:-1], axis=1) for r in results]
+        outputs = result if isinstance(result, tuple) else (result,)  # several: a tuple each
+        split = [jnp.split(r, np.cumsum(widths)[:-1], axis=1) for r in outputs]
         for k, i in enumerate(bucket):
             values = tuple(layouts[i].from_rows(parts[k], leaves[i].shape) for parts in split)
             out[i] = values if isinstance(result, tuple) else values[0]
