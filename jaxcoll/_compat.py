@@ -54,10 +54,8 @@ def varying_axes(aval) -> frozenset:
 
 
 def unreduced_axes(aval) -> frozenset:
-    """The mesh axes ``aval`` is typed unreduced or reduced over (jaxcoll refuses those)."""
-    mat = _manual_type(aval)
-    return frozenset(getattr(mat, "unreduced", ()) or ()) | frozenset(
-        getattr(mat, "reduced", ()) or ())
+    """The mesh axes ``aval`` is typed unreduced or reduced over."""
+    return unreduced_only(aval) | reduced_only(aval)
 
 
 def unreduced_only(aval) -> frozenset:
@@ -83,10 +81,7 @@ def typed(aval, **axes):
 
 def with_varying(aval, varying: frozenset):
     """``aval`` typed varying over exactly ``varying``."""
-    mat = _manual_type(aval)
-    if mat is None:
-        return aval
-    return aval.update(manual_axis_type=mat.update(varying=frozenset(varying)))
+    return typed(aval, varying=varying)
 
 
 def zeros_like_struct(struct):
