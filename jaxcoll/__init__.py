@@ -10,6 +10,7 @@ from .compression import Compress
 from .model import (Bounds, Calibration, Cost, bounds, calibration, choose, cost, explain,
                     set_calibration)
 from .pictures import draw
+from .ragged import ragged_alltoall
 from .schedules import Round, Schedule, Transfer
 from .symbolic import ScheduleError, verify
 from .timing import calibrate
@@ -24,7 +25,7 @@ __all__ = [
     "calibration", "choose", "Cost", "cost", "draw", "explain", "gather", "lax",
     "matmul_reduce_scatter",
     "reduce", "reduce_scatter", "reduce_scatter_from", "ring_allgather", "ring_allreduce",
-    "ring_reduce_scatter", "Round",
+    "ring_reduce_scatter", "ragged_alltoall", "Round",
     "scatter", "Schedule", "schedule", "ScheduleError", "set_calibration", "Simulation",
     "simulate", "Topology", "Transfer",
     "tree_allreduce", "tree_broadcast", "verify",

@@ -84,6 +84,12 @@ def with_varying(aval, varying: frozenset):
     return typed(aval, varying=varying)
 
 
+def zero_tangent(primal):
+    """The symbolic zero tangent of ``primal`` (a rule's answer to a zero tangent)."""
+    from jax.interpreters import ad
+    return ad.Zero(jax.typeof(primal).to_tangent_aval())
+
+
 def zeros_like_struct(struct):
     """Zeros of a ``jax.eval_shape`` result's shape, dtype and varying axes (what the built-in
     would have returned)."""

@@ -2,7 +2,7 @@
 
 ``from jaxcoll import lax`` in place of ``from jax import lax`` runs code written against
 ``jax.lax`` unchanged: ``psum``, ``pmean``, ``pmax``, ``pmin``, ``all_gather``,
-``psum_scatter``, ``all_to_all`` and ``pbroadcast`` take lax's arguments (``axis_index_groups``
+``psum_scatter``, ``all_to_all``, ``ragged_all_to_all`` and ``pbroadcast`` take lax's arguments (``axis_index_groups``
 included) plus a keyword-only ``algorithm=`` (default ``"auto"``; ``"xla"`` is the built-in
 itself); every other name (``ppermute``, ``axis_index``, ``dot_general``, ...) is
 ``jax.lax``'s own.
@@ -16,9 +16,10 @@ import jax
 from jax import lax as _lax
 
 from . import collectives as _c
+from . import ragged as _ragged
 
 __all__ = ["psum", "pmean", "pmax", "pmin", "all_gather", "psum_scatter", "all_to_all",
-           "pbroadcast"]
+           "ragged_all_to_all", "pbroadcast"]
 
 
 def _lax_errors(fn):
@@ -88,6 +89,21 @@ def all_to_all(x, axis_name, split_axis: int, concat_axis: int, *, axis_index_gr
     ``concat_axis``."""
     return _c.alltoall(x, axis_name, split_dim=split_axis, concat_dim=concat_axis, tiled=tiled,
                        algorithm=algorithm, axis_index_groups=axis_index_groups)
+
+
+def ragged_all_to_all(operand, output, input_offsets, send_sizes, output_offsets, recv_sizes, *,
+                      axis_name, axis_index_groups=None, algorithm: str = "auto"):
+    """``lax.ragged_all_to_all``: slice i of ``operand`` written at ``output_offsets[i]`` on rank
+    i // (K/n); on every backend (XLA:CPU has no ragged-all-to-all)."""
+    try:
+        _lax.axis_size(axis_name)
+    except (NameError, ValueError):
+        return _lax.ragged_all_to_all(operand, output, input_offsets, send_sizes, output_offsets,
+                                      recv_sizes, axis_name=axis_name,
+                                      axis_index_groups=axis_index_groups)
+    return _ragged.ragged_alltoall(operand, output, input_offsets, send_sizes, output_offsets,
+                                   recv_sizes, axis_name, algorithm=algorithm,
+                                   axis_index_groups=axis_index_groups)
 
 
 @_lax_errors

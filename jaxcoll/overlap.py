@@ -353,7 +353,7 @@ def _jvp(name, primals, tangents, **params):
             dw = after(dw, token(terms[-1] if terms else y))
         terms.append(_bind(name, x, dw, **params))
     if not terms:
-        return y, ad.Zero.from_primal_value(y)
+        return y, _compat.zero_tangent(y)
     return y, terms[0] if len(terms) == 1 else terms[0] + terms[1]
 
 

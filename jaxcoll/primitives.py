@@ -177,7 +177,7 @@ def _jvp(primals, tangents, *, schedule: Schedule, plan, op: str, invariant: boo
                   partials=partials, reduced=reduced)
     y = _bind(x, op=op, compress=compress, **params)  # the tangent: uncompressed, below
     if type(t) is ad.Zero:
-        return y, ad.Zero.from_primal_value(y)
+        return y, _compat.zero_tangent(y)
     t = ad.instantiate_zeros(t)
     if op == "sum":
         return y, _bind(_ordered(t, y), op="sum", **params)

@@ -23,7 +23,8 @@ SHARP_BITS = Path(__file__).parent.parent / "docs" / "sharp_bits.md"
 ROW = re.compile(r"^\| (\d+) \| (.+?) \| (in shard_map|anywhere) \| `(.+?)` \| (\w+) \| `(.+)` \|$")
 PUBLIC = ("allreduce", "reduce_scatter", "allgather", "alltoall", "broadcast", "reduce",
           "gather", "scatter", "schedule", "algorithms", "allgather_fold", "reduce_scatter_from",
-          "allgather_matmul", "matmul_reduce_scatter", "allreduce_with_feedback")
+          "allgather_matmul", "matmul_reduce_scatter", "allreduce_with_feedback",
+          "ragged_alltoall")
 NOT_IN_THE_TABLE = {"init"}  # arguments no row needs to misuse (any pytree is a fold's init)
 
 

@@ -1,0 +1,103 @@
+"""Ragged all-to-all: ``lax.ragged_all_to_all``'s semantics from jaxcoll's alltoall.
+
+Mixture-of-experts sends each device's tokens, sorted by expert, to the devices that hold the
+experts: slices whose sizes are known only at run time. XLA's own ragged all-to-all runs on
+GPUs and TPUs only (XLA:CPU: "HLO opcode ragged-all-to-all is not supported"); this one runs
+wherever ppermute does, with any alltoall schedule (``naive``: n - 1 pairwise rounds, ``bruck``:
+ceil(log2 n) rounds, or a verified ``Schedule``).
+
+Shapes are static in XLA, sizes are not, so every slice travels in a slot of ``cap`` rows,
+``cap = min(operand rows, output rows)`` (no slice can be longer: it is read from the operand and
+written into the output). The receiver writes only the first ``recv_sizes[i]`` rows of a slot.
+The padded message is the alltoall of a ``(n, k·cap, ...)`` buffer, k = slices per device:
+``padded_bytes`` says how large, and ``cost(schedule("alltoall", name, n), that)`` prices it.
+
+The routing is the alltoall schedule's, so ``verify`` proves it; the packing around it is
+gathers and scatters, and the gradient is the alltoall primitive's transpose between them:
+linear in ``operand`` and ``output``, like lax's.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from . import collectives
+
+
+def ragged_alltoall(operand, output, input_offsets, send_sizes, output_offsets, recv_sizes,
+                    axis, *, algorithm="auto", axis_index_groups=None):
+    """``lax.ragged_all_to_all(operand, output, input_offsets, send_sizes, output_offsets,
+    recv_sizes, axis_name=axis)``: slice i of ``operand`` goes to rank i // (K/n) and is written
+    there at ``output_offsets[i]``; rows nobody writes keep ``output``'s values."""
+    fn = "ragged_alltoall"
+    _check_data(fn, operand, output)
+    indices = _check_indices(fn, input_offsets, send_sizes, output_offsets, recv_sizes)
+    if algorithm == "xla":  # the reference (GPU and TPU only: XLA:CPU lacks the opcode)
+        return lax.ragged_all_to_all(operand, output, *indices, axis_name=axis,
+                                     axis_index_groups=axis_index_groups)
+    algorithm, n, _, _, _, groups = collectives._arguments(
+        "alltoall", operand, axis, algorithm, None, groups=axis_index_groups, fn=fn)
+    input_offsets, send_sizes, output_offsets, recv_sizes = indices
+    slices = input_offsets.shape[0]
+    if slices % n:
+        raise ValueError(f"jaxcoll.{fn}: input_offsets has {slices} slices, not a multiple of "
+                         f"the {n} ranks of axis={axis!r}: rank r receives slices r·K/n .. "
+                         "(r+1)·K/n - 1")
+    cap = min(operand.shape[0], output.shape[0])
+    rows = jnp.arange(cap, dtype=jnp.int32)
+    # slot i: rows input_offsets[i] .. + cap of the operand (rows past its end read as zeros)
+    read = (input_offsets[:, None] + rows).reshape(-1)  # (K·cap,)
+    slots = jnp.take(operand, read, axis=0, mode="fill", fill_value=0)
+    slots = slots.reshape(n, slices // n * cap, *operand.shape[1:])  # (n destinations, k·cap, ...)
+    received, offsets = collectives.alltoall(
+        (slots, output_offsets.reshape(n, slices // n)), axis, split_dim=0, concat_dim=0,
+        tiled=True, algorithm=algorithm, axis_index_groups=groups)
+    # received: (n sources, k·cap, ...); offsets[s, j]: where source s's slice j lands here
+    write = offsets.reshape(-1)[:, None] + rows  # (K, cap)
+    write = jnp.where(rows < recv_sizes[:, None], write, output.shape[0])  # past the end: dropped
+    return output.at[write.reshape(-1)].set(
+        received.reshape(slices * cap, *operand.shape[1:]), mode="drop")
+
+
+def padded_bytes(operand, output, n_slices: int) -> int:
+    """Bytes of the alltoall buffer each rank sends: ``n_slices`` slots of min(operand rows,
+    output rows) rows."""
+    row = int(np.prod(operand.shape[1:], dtype=np.int64)) * np.dtype(operand.dtype).itemsize
+    return n_slices * min(operand.shape[0], output.shape[0]) * row
+
+
+def _check_data(fn: str, operand, output) -> None:
+    for name, array in (("operand", operand), ("output", output)):
+        if not hasattr(array, "shape") or not hasattr(array, "dtype"):
+            raise TypeError(f"jaxcoll.{fn}: {name} has type {type(array).__name__}; it must be "
+                            "an array")
+        if array.ndim == 0:
+            raise ValueError(f"jaxcoll.{fn}: {name} has shape (); it needs a leading dimension "
+                             "of rows that the slices index")
+    if output.shape[1:] != operand.shape[1:] or output.dtype != operand.dtype:
+        raise ValueError(f"jaxcoll.{fn}: output has {output.dtype}{list(output.shape)} and "
+                         f"operand {operand.dtype}{list(operand.shape)}; they need the same "
+                         "dtype and the same shape after the leading dimension")
+
+
+def _check_indices(fn: str, *indices) -> tuple:
+    """The four index arrays as int32, checked: 1-D, integer, one length."""
+    names = ("input_offsets", "send_sizes", "output_offsets", "recv_sizes")
+    arrays = []
+    for name, index in zip(names, indices):
+        index = jnp.asarray(index) if isinstance(index, (list, tuple, np.ndarray)) else index
+        if (not hasattr(index, "dtype") or index.ndim != 1
+                or not jnp.issubdtype(index.dtype, jnp.integer)):
+            shown = (f"{index.dtype}{list(index.shape)}" if hasattr(index, "dtype")
+                     else type(index).__name__)
+            raise TypeError(f"jaxcoll.{fn}: {name} has {shown}; offsets and sizes are 1-D "
+                            "integer arrays, one entry per slice")
+        arrays.append(index.astype(jnp.int32))
+    for name, array in zip(names[1:], arrays[1:]):
+        if array.shape[0] != arrays[0].shape[0]:
+            raise ValueError(f"jaxcoll.{fn}: {name} has {array.shape[0]} entries and "
+                             f"input_offsets {arrays[0].shape[0]}; the four index arrays need "
+                             "one entry per slice each")
+    return tuple(arrays)
