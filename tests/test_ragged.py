@@ -1,7 +1,9 @@
 """jaxcoll.ragged_alltoall against a numpy reference of lax.ragged_all_to_all's documented
 semantics (lax's own can't run on XLA:CPU), with its gradient against a one-device reference."""
 
+import sys
 from functools import lru_cache
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -158,3 +160,11 @@ def test_padded_bytes():
     """Each rank's message: K slots of min(operand, output) rows."""
     operand, output = jnp.zeros((13, 3), jnp.bfloat16), jnp.zeros((17, 3), jnp.bfloat16)
     assert jaxcoll.ragged.padded_bytes(operand, output, 16) == 16 * 13 * 3 * 2
+
+
+def test_the_moe_example_checks():
+    """examples/moe.py --check: top-2 routing, dispatch and combine by ragged_alltoall, expert
+    MLPs; output and gradients equal the one-device reference's (naive and bruck)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
+    import moe
+    assert moe.check(mesh(8, names=(moe.AXIS,)))
