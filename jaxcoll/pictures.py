@@ -1,9 +1,12 @@
-"""Pictures of a schedule: which rank holds whose data after every round (needs matplotlib).
+"""Pictures of a schedule: which rank holds whose data after every round (draw: matplotlib).
 
 One panel per round, ranks as rows and chunks as columns. A cell is striped with the colour of
 every rank whose data it holds (one colour: a copy of that rank's chunk; all colours: the full
 reduction), grey if it holds nothing yet. Arrows are the round's transfers: solid for copies,
 dashed for reductions.
+
+:func:`html` writes the same states as one self-contained HTML page that steps through the
+rounds (keys, buttons, slider, play) with each round's bytes and modeled time; no matplotlib.
 
 Also pictures for the tutorials (:class:`Picture`, shown inline in a notebook): how the
 primitives relate (:func:`relations`), predicted times over message size against the lower
@@ -13,23 +16,35 @@ bound (:func:`over_sizes`), and two runs compared step by step (:func:`step_by_s
 from __future__ import annotations
 
 import io
+import json
 import math
+import re
+from dataclasses import replace
+from html import escape
 from pathlib import Path
 
 import numpy as np
 
+from .records import RECORDS
 from .schedules import Schedule
-from .symbolic import states
+from .symbolic import ScheduleError, states, verify
 
 EMPTY = "#e6e6e6"
 ARROW = "#111111"
 
 
-def _rank_colours(n: int):
-    import matplotlib
+# matplotlib's tab10 and tab20, written out so that the HTML page needs no matplotlib
+_TAB10 = ("#1f77b4 #ff7f0e #2ca02c #d62728 #9467bd #8c564b #e377c2 #7f7f7f #bcbd22 "
+          "#17becf").split()
+_TAB20 = ("#1f77b4 #aec7e8 #ff7f0e #ffbb78 #2ca02c #98df8a #d62728 #ff9896 #9467bd #c5b0d5 "
+          "#8c564b #c49c94 #e377c2 #f7b6d2 #7f7f7f #c7c7c7 #bcbd22 #dbdb8d #17becf "
+          "#9edae5").split()
 
-    cmap = matplotlib.colormaps["tab10" if n <= 10 else "tab20"]
-    return [cmap(i % cmap.N) for i in range(n)]
+
+def _rank_colours(n: int) -> list[str]:
+    """One colour per rank: tab10 up to 10 ranks, tab20 (repeating) beyond."""
+    palette = _TAB10 if n <= 10 else _TAB20
+    return [palette[i % len(palette)] for i in range(n)]
 
 
 def _panel(ax, schedule: Schedule, state, round_index: int | None, colours) -> None:
@@ -128,6 +143,321 @@ def draw(schedule: Schedule, path, *, gif: bool = False) -> Path:
         frames.append(Image.open(io.BytesIO(buffer.getvalue())).convert("RGB"))
     frames[0].save(path, save_all=True, append_images=frames[1:], duration=900, loop=0)
     return path
+
+
+# ----------------------------------------------------------------------------- the page
+# One self-contained HTML file (inline style, script and JSON; nothing fetched) that steps
+# through a schedule's rounds: the states are symbolic.states' (what verify proves), the bytes
+# and times the cost model's. Its script only draws what the JSON says.
+
+class Page:
+    """An HTML page that a notebook shows inline, in an iframe (its script runs apart)."""
+
+    def __init__(self, text: str, height: int):
+        self.text, self.height = text, height
+
+    def _repr_html_(self) -> str:
+        return (f'<iframe srcdoc="{escape(self.text, quote=True)}" sandbox="allow-scripts" '
+                f'style="width: 100%; height: {self.height}px; border: 0"></iframe>')
+
+
+def html(schedule: Schedule, path=None, *, nbytes: float = 1 << 20, calibration=None,
+         topology=None) -> Path | Page:
+    """Write a page that steps through ``schedule``'s rounds to ``path`` (.html) and return the
+    path; without ``path``, return a :class:`Page` that a notebook shows inline.
+
+    Each rank's buffer is a row of chunks coloured by whose data they hold
+    (:func:`jaxcoll.symbolic.states`), the round's transfers are arrows, and each round's bytes
+    and time come from :func:`jaxcoll.cost` with ``calibration`` (default: the one ``auto``
+    uses here) for a buffer of ``nbytes`` per rank, or from :func:`jaxcoll.simulate` on
+    ``topology`` (or on a calibration's shared medium). Raises ScheduleError if a transfer is
+    not possible; a schedule that breaks its primitive's promise is drawn, with verify's
+    message; one without a primitive from allreduce's start, marked not verified.
+    """
+    if not isinstance(schedule, Schedule):
+        raise TypeError(f"html: schedule must be a jaxcoll.Schedule (jaxcoll.schedule(...) or "
+                        f"Schedule.build(...)), got {type(schedule).__name__}: {schedule!r:.80}")
+    if path is not None and Path(path).suffix.lower() not in (".html", ".htm"):
+        raise ValueError(f"html: path={str(path)!r} must end in .html (or .htm)")
+    if not nbytes > 0:
+        raise ValueError(f"html: nbytes={nbytes!r} must be > 0 (bytes per rank)")
+    data = _page_data(schedule, nbytes, calibration, topology)
+    json_text = json.dumps(data).replace("<", "\\u003c")  # no "</script>" inside the script
+    fields = {"TITLE": escape(schedule.name), "DATA": json_text}  # one pass: a name may say DATA
+    text = re.sub(r"__(TITLE|DATA)__", lambda found: fields[found.group(1)], _PAGE)
+    if path is None:
+        return Page(text, height=330 + data["cell"] * schedule.n_ranks + 22 * min(
+            schedule.n_rounds + 1, 12))
+    path = Path(path)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def _verified(schedule: Schedule) -> tuple[Schedule, str, str]:
+    """The schedule whose states the page shows, verify's verdict ("ok", "bad" or
+    "unverified") and a line saying it."""
+    schedule.check_indices()
+    if not schedule.primitive:  # shown from allreduce's start: every rank holds all its data
+        return (replace(schedule, primitive="allreduce"), "unverified",
+                "not verified: the schedule names no primitive (give Schedule one, e.g. "
+                "Schedule(name, n, n_chunks, rounds, 'allreduce')); shown from a start where "
+                "every rank holds its own data in every chunk")
+    if schedule.primitive not in RECORDS:
+        raise ValueError(f"html: {schedule.name}: unknown primitive {schedule.primitive!r}, "
+                         f"must be one of {sorted(RECORDS)}")
+    try:
+        verify(schedule)
+    except ScheduleError as error:
+        return schedule, "bad", f"verify fails: {error}"
+    return schedule, "ok", (f"verified: after the last round every rank holds what "
+                            f"{schedule.primitive} promises, each contribution once")
+
+
+def _round_costs(schedule: Schedule, nbytes: float, calibration_, topology
+                 ) -> tuple[list[dict], str]:
+    """Per round: bytes its transfers move, bytes the busiest rank sends and modeled seconds;
+    and a line naming the model."""
+    from .model import calibration, cost
+    from .topology import chunk_bytes, simulate
+
+    cal = calibration_ or calibration()
+    links = topology or cal.topology(schedule.n_ranks)
+    chunk = chunk_bytes(schedule, nbytes)
+    rows, total = [], 0.0
+    for round_ in schedule.rounds:
+        alone = replace(schedule, rounds=(round_,))
+        priced = cost(alone, nbytes, alpha=cal.alpha, beta=cal.beta, gamma=cal.gamma)
+        seconds = priced.seconds if links is None else simulate(alone, nbytes, links).seconds
+        total += seconds
+        moved = sum(len(t.chunks) for t in round_) * chunk
+        rows.append({"bytes": moved, "busiest": priced.bytes_sent, "seconds": seconds,
+                     "bytes_text": size_label(moved), "busiest_text": size_label(priced.bytes_sent),
+                     "time_text": _duration(seconds), "total_text": _duration(total)})
+    if links is not None:
+        return rows, f"simulated on {links.name} (jaxcoll.simulate)"
+    return rows, (f"α-β-γ model (jaxcoll.cost), {cal.backend} calibration: α = "
+                  f"{_duration(cal.alpha)}, β = {cal.beta * 1e12:.3g} ps/B, "
+                  f"γ = {cal.gamma * 1e12:.3g} ps/B")
+
+
+def _duration(seconds: float) -> str:
+    """'40 µs', '1.2 ms', '3.5 s': three digits in the largest unit that keeps it >= 1."""
+    for unit, scale in (("s", 1.0), ("ms", 1e-3)):
+        if seconds >= scale:
+            return f"{seconds / scale:.3g} {unit}"
+    return f"{seconds * 1e6:.3g} µs"
+
+
+def _page_data(schedule: Schedule, nbytes: float, calibration_, topology) -> dict:
+    """Everything the page's script draws, as JSON-ready data."""
+    shown, verdict, verdict_text = _verified(schedule)
+    history = states(shown)
+    costs, model = _round_costs(schedule, nbytes, calibration_, topology)
+    rounds = [{"transfers": [[t.src, t.dst, t.chunks, t.into, t.reduce] for t in round_],
+               "text": [str(t) for t in round_], **row}
+              for round_, row in zip(schedule.rounds, costs)]
+    rooted = schedule.primitive in RECORDS and RECORDS[schedule.primitive].rooted
+    return {"name": schedule.name, "primitive": schedule.primitive,
+            "root": schedule.root if rooted else None,
+            "n_ranks": schedule.n_ranks, "n_chunks": schedule.n_chunks,
+            "cell": int(np.clip(480 // max(schedule.n_ranks, schedule.n_chunks), 10, 40)),
+            "colours": _rank_colours(schedule.n_ranks), "empty": EMPTY,
+            "verdict": verdict, "verdict_text": verdict_text,
+            "nbytes_text": size_label(nbytes), "model": model,
+            "total_text": costs[-1]["total_text"] if costs else _duration(0.0),
+            "states": [[[sorted(cell or ()) for cell in row] for row in state]
+                       for state in history],
+            "rounds": rounds}
+
+
+_PAGE = """<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>__TITLE__</title>
+<style>
+  body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Helvetica, Arial, sans-serif;
+         margin: 16px; color: #222; }
+  h1 { font-size: 17px; margin: 0 0 2px; }
+  #verdict.ok { color: #1a7f37; }
+  #verdict.bad { color: #b42318; }
+  #verdict.unverified { color: #8a6100; }
+  .controls { display: flex; flex-wrap: wrap; gap: 8px; align-items: center; margin: 10px 0 4px; }
+  #round { font-weight: 600; min-width: 13em; }
+  #now { font-size: 13px; min-height: 2.8em; }
+  #now code { font-size: 12px; }
+  svg { display: block; margin: 6px 0; }
+  svg text { font-size: 11px; fill: #444; }
+  .arrow { fill: none; stroke: #111; stroke-width: 1.6; }
+  .arrow.reduce { stroke-dasharray: 5 3; }
+  .legend span { display: inline-flex; align-items: center; gap: 4px; margin-right: 12px;
+                 font-size: 12px; }
+  .swatch { width: 12px; height: 12px; display: inline-block; }
+  .table { max-height: 280px; overflow: auto; margin-top: 8px; display: inline-block; }
+  table { border-collapse: collapse; font-size: 12px; }
+  th, td { padding: 2px 10px; text-align: right; border-bottom: 1px solid #eee; }
+  th { position: sticky; top: 0; background: #fafafa; }
+  tbody tr { cursor: pointer; }
+  tr.current { background: #fff3c4; }
+</style>
+</head>
+<body>
+<h1 id="title"></h1>
+<div id="summary"></div>
+<div id="verdict"></div>
+<div class="controls">
+  <button id="prev" title="previous round (left arrow)">&#9664; Prev</button>
+  <button id="play" title="play / pause (space)" data-playing="false">&#9654; Play</button>
+  <button id="next" title="next round (right arrow)">Next &#9654;</button>
+  <input id="slider" type="range" min="0" value="0" step="1" aria-label="round">
+  <output id="round" data-step="0"></output>
+</div>
+<div id="now"></div>
+<svg id="grid" role="img" aria-label="each rank's chunks, coloured by whose data they hold"></svg>
+<div class="legend" id="legend"></div>
+<div class="table"><table>
+  <thead><tr><th>round</th><th>transfers</th><th>bytes moved</th><th>busiest rank sends</th>
+    <th>time</th><th>total</th></tr></thead>
+  <tbody id="rounds"></tbody>
+</table></div>
+<script type="application/json" id="schedule-data">__DATA__</script>
+<script>
+"use strict";
+// Steps: 0 is the start, step k the state after round k - 1 with that round's transfers.
+const data = JSON.parse(document.getElementById("schedule-data").textContent);
+const $ = id => document.getElementById(id);
+const last = data.rounds.length, S = data.cell;
+const BULGE = Math.ceil(0.18 * Math.max(data.n_ranks, data.n_chunks) * S);  // arcs' room
+const LEFT = 86 + BULGE, TOP = 24;
+const DEFS = '<defs><marker id="head" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" '
+  + 'markerHeight="7" orient="auto"><path d="M0,0 L10,5 L0,10 z" fill="#111"/></marker></defs>';
+let step = 0, timer = null;
+
+function centre(rank, chunk) { return [LEFT + chunk * S + S / 2 - 1, TOP + rank * S + S / 2 - 1]; }
+
+function labels() {
+  const out = [];
+  for (let c = 0; c < data.n_chunks; c++)
+    out.push(`<text x="${LEFT + c * S + S / 2}" y="${TOP - 8}" text-anchor="middle">${c}</text>`);
+  for (let r = 0; r < data.n_ranks; r++)
+    out.push(`<text x="${LEFT - 8}" y="${TOP + r * S + S / 2 + 4}" text-anchor="end">`
+             + `${r === data.root ? "root " : ""}rank ${r}</text>`);
+  return out.join("");
+}
+
+function cell(rank, chunk, held) {  // held: [[rank, chunk], ...] whose data is summed here
+  const x = LEFT + chunk * S, y = TOP + rank * S, w = S - 2, h = w / Math.max(held.length, 1);
+  const holders = [...new Set(held.map(([r]) => r))].join(",");
+  const contributions = held.map(pair => pair.join(":")).join(" ");
+  const what = held.length ? "data of " + held.map(([r, c]) => `rank ${r}'s chunk ${c}`).join(", ")
+                           : "nothing yet";
+  const stripes = held.length
+    ? held.map(([r], k) => `<rect x="${x}" y="${y + k * h}" width="${w}" height="${h}" `
+                           + `fill="${data.colours[r]}"/>`).join("")
+    : `<rect x="${x}" y="${y}" width="${w}" height="${w}" fill="${data.empty}"/>`;
+  return `<g class="cell" data-rank="${rank}" data-chunk="${chunk}" `
+    + `data-holders="${holders}" data-contributions="${contributions}">`
+    + `<title>rank ${rank}, chunk ${chunk}: ${what}</title>${stripes}</g>`;
+}
+
+function arrows([src, dst, chunks, into, reduce]) {  // one arc per chunk moved, as draw()'s
+  return chunks.map((c, i) => {
+    const [x0, y0] = centre(src, c), [x1, y1] = centre(dst, into[i]);
+    const cx = (x0 + x1) / 2 + 0.35 * (y1 - y0), cy = (y0 + y1) / 2 - 0.35 * (x1 - x0);
+    return `<path class="arrow${reduce ? " reduce" : ""}" data-src="${src}" data-dst="${dst}" `
+      + `d="M${x0},${y0} Q${cx},${cy} ${x1},${y1}" marker-end="url(#head)"/>`;
+  }).join("");
+}
+
+function render() {
+  const round = step ? data.rounds[step - 1] : null, parts = [DEFS, labels()];
+  data.states[step].forEach((row, r) => row.forEach((held, c) => parts.push(cell(r, c, held))));
+  if (round) parts.push(round.transfers.map(arrows).join(""));
+  const grid = $("grid");
+  grid.setAttribute("width", LEFT + data.n_chunks * S + BULGE);
+  grid.setAttribute("height", TOP + data.n_ranks * S + 8);
+  grid.innerHTML = parts.join("");
+  $("round").textContent = step ? `after round ${step - 1} (${step} of ${last})`
+                                : `start (${last} rounds)`;
+  $("round").dataset.step = step;
+  $("slider").value = step;
+  $("now").innerHTML = "";
+  $("now").append(round
+    ? `round ${step - 1}: ${round.bytes_text} moved, the busiest rank sends `
+      + `${round.busiest_text}, ${round.time_text} (${round.total_text} so far): `
+    : "before the first round: what each rank starts with");
+  if (round) {
+    const code = document.createElement("code");
+    code.textContent = round.text.join("   ");
+    $("now").append(code);
+  }
+  document.querySelectorAll("#rounds tr").forEach((tr, k) => tr.classList.toggle("current",
+                                                                               k === step));
+  $("prev").disabled = step === 0;
+  $("next").disabled = step === last;
+}
+
+function go(k) { step = Math.max(0, Math.min(last, k)); render(); }
+
+function play() {
+  if (timer) {
+    clearInterval(timer);
+    timer = null;
+  } else {
+    if (step === last) go(0);
+    timer = setInterval(() => (step < last ? go(step + 1) : play()), 800);
+  }
+  $("play").innerHTML = timer ? "&#10074;&#10074; Pause" : "&#9654; Play";
+  $("play").dataset.playing = String(Boolean(timer));
+}
+
+function row(cells, k) {
+  const tr = document.createElement("tr");
+  for (const text of cells) tr.insertCell().textContent = text;
+  tr.addEventListener("click", () => go(k));
+  return tr;
+}
+
+function setUp() {
+  $("title").textContent = data.name;
+  const root = data.root === null ? "" : ` from root ${data.root}`;
+  const what = data.primitive ? data.primitive + root : "no primitive";
+  $("summary").textContent = `${what}: ${data.n_ranks} ranks (rows) x ${data.n_chunks} chunks `
+    + `(columns), ${last} rounds; ${data.nbytes_text} per rank take ${data.total_text}, `
+    + `${data.model}.`;
+  $("verdict").textContent = data.verdict_text;
+  $("verdict").className = data.verdict;
+  const legend = data.colours.map((c, r) => `<span><i class="swatch" style="background:${c}"></i>`
+                                            + `data of rank ${r}</span>`);
+  legend.push(`<span><i class="swatch" style="background:${data.empty}"></i>nothing yet</span>`,
+              "<span>&#8212; copy</span>", "<span>- - reduce (add into)</span>",
+              "<span>keys: &#8592; &#8594; step, space play</span>");
+  $("legend").innerHTML = legend.join("");
+  const body = $("rounds");
+  body.append(row(["start", "", "", "", "", ""], 0));
+  data.rounds.forEach((r, i) => body.append(row(
+    [i, r.transfers.length, r.bytes_text, r.busiest_text, r.time_text, r.total_text], i + 1)));
+  $("slider").max = last;
+  $("slider").addEventListener("input", e => go(Number(e.target.value)));
+  $("prev").addEventListener("click", () => go(step - 1));
+  $("next").addEventListener("click", () => go(step + 1));
+  $("play").addEventListener("click", play);
+  document.addEventListener("keydown", e => {
+    const move = {ArrowRight: 1, ArrowLeft: -1}[e.key];
+    if (move) go(step + move);
+    else if (e.key === " " && e.target.tagName !== "BUTTON") play();
+    else return;
+    e.preventDefault();  // a focused slider would move a second time
+  });
+  render();
+}
+
+setUp();
+</script>
+</body>
+</html>
+"""
 
 
 # ----------------------------------------------------------------------------- other pictures

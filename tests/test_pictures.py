@@ -52,3 +52,15 @@ def test_drawing_leaves_matplotlibs_backend_alone(tmp_path, monkeypatch):
     plot(str(tmp_path / "sweep.png"), {"jax": "x", "backend": "cpu", "ranks": 8,
                                        "emulated": False, "device_kind": "cpu"}, rows)
     assert (tmp_path / "sweep.png").stat().st_size > 0
+
+
+def test_rank_colours_are_matplotlibs_tab10_and_tab20():
+    """Written out for the HTML page (which needs no matplotlib); draw uses the same."""
+    from matplotlib import colormaps
+    from matplotlib.colors import to_hex
+
+    from jaxcoll.pictures import _rank_colours
+
+    for n, name in ((10, "tab10"), (25, "tab20")):
+        cmap = colormaps[name]
+        assert _rank_colours(n) == [to_hex(cmap(i % cmap.N)) for i in range(n)]

@@ -1,0 +1,306 @@
+"""The HTML page of a schedule (jaxcoll.pictures.html): self-contained, showing the states
+symbolic.states proves and the cost model's bytes and times; then driven in a real browser
+(headless Chromium through Playwright: keys, buttons, slider, play) with the network cut off."""
+
+import html as html_text
+import json
+import re
+import shutil
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+import jaxcoll
+from jaxcoll import Schedule, Transfer, pictures
+from jaxcoll.__main__ import main
+from jaxcoll.records import RECORDS
+from jaxcoll.symbolic import ScheduleError, states
+from jaxcoll.topology import ring
+
+# Debian's Chromium (apt-get install chromium): Playwright cannot download its own browser here
+CHROMIUM = next((path for path in ("/usr/bin/chromium", shutil.which("chromium"))
+                 if path and Path(path).exists()), None)
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                 "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
+CALIBRATION = jaxcoll.Calibration(alpha=5e-6, beta=1e-10, gamma=2e-11, backend="test")
+MiB = 1 << 20
+
+
+def by_hand_allgather(n: int = 3) -> Schedule:
+    """A ring allgather written out by hand, labelled with its primitive (its name is not
+    markup on the page)."""
+    rounds = [[Transfer(r, (r + 1) % n, (r - step) % n, reduce=False) for r in range(n)]
+              for step in range(n - 1)]
+    built = Schedule.build("my <ring> allgather & __DATA__", n, n_chunks=n, rounds=rounds)
+    return replace(built, primitive="allgather")
+
+
+SCHEDULES = {
+    "ring allreduce n=4": lambda: jaxcoll.schedule("allreduce", "ring", 4),
+    "binomial broadcast n=5 root 2": lambda: jaxcoll.schedule("broadcast", "binomial", 5, root=2),
+    "hand-built allgather n=3": by_hand_allgather,
+}
+
+
+def page_data(text: str) -> dict:
+    """The JSON the page's script draws from."""
+    found = re.search(r'<script type="application/json" id="schedule-data">(.*?)</script>',
+                      text, re.S)
+    assert found, "the page embeds no schedule data"
+    return json.loads(found.group(1))
+
+
+def as_sets(history) -> list:
+    """states(...) or the page's states as [step][rank][chunk] sets of (rank, chunk)."""
+    return [[[{tuple(pair) for pair in cell or ()} for cell in row] for row in state]
+            for state in history]
+
+
+def promised(schedule: Schedule) -> dict:
+    """{(rank, chunk): contributions} that verify demands after the last round (the
+    primitive's record, not the page's code)."""
+    return {(rank, chunk): {(r, origin) for r in range(schedule.n_ranks) if ranks >> r & 1}
+            for rank, row in RECORDS[schedule.primitive].promises(
+                schedule.n_ranks, schedule.n_chunks, schedule.root)
+            for chunk, origin, ranks in row}
+
+
+# ----------------------------------------------------------------------------- no browser
+
+@pytest.mark.parametrize("name", SCHEDULES)
+def test_page_is_self_contained_and_embeds_the_proved_states(name, tmp_path):
+    schedule = SCHEDULES[name]()
+    path = pictures.html(schedule, tmp_path / "page.html", calibration=CALIBRATION)
+    text = path.read_text(encoding="utf-8")
+    for outside in ("http:", "https:", "//cdn", "<link", "@import", "fetch(", "XMLHttpRequest",
+                    "<iframe", "<img"):
+        assert outside not in text, f"the page reaches outside: {outside!r}"
+    assert not re.search(r"(?<![\w-])(src|href)\s*=", text)  # no loaded resource at all
+    assert set(re.findall(r"url\((.)", text)) <= {"#"}  # only the page's own arrow head
+    data = page_data(text)
+    assert as_sets(data["states"]) == as_sets(states(schedule))
+    last = data["states"][-1]
+    for (rank, chunk), want in promised(schedule).items():
+        assert {tuple(pair) for pair in last[rank][chunk]} == want
+    assert data["verdict"] == "ok"
+
+
+def test_bytes_and_times_are_the_cost_models():
+    n, schedule = 4, jaxcoll.schedule("allreduce", "ring", 4)
+    rounds = page_data(pictures.html(schedule, nbytes=MiB, calibration=CALIBRATION).text)["rounds"]
+    whole = jaxcoll.cost(schedule, MiB, alpha=CALIBRATION.alpha, beta=CALIBRATION.beta,
+                         gamma=CALIBRATION.gamma)
+    assert sum(r["seconds"] for r in rounds) == pytest.approx(whole.seconds)
+    assert sum(r["bytes"] for r in rounds) == 2 * (n - 1) * MiB  # the ring's textbook traffic
+    assert [r["busiest"] for r in rounds] == [MiB / n] * 2 * (n - 1)
+    on_links = ring(n, alpha=1e-6, beta=2e-10)
+    simulated = page_data(pictures.html(schedule, topology=on_links).text)
+    assert sum(r["seconds"] for r in simulated["rounds"]) == pytest.approx(
+        jaxcoll.simulate(schedule, MiB, on_links).seconds)
+    assert on_links.name in simulated["model"]
+
+
+def test_a_broken_or_unlabelled_schedule_is_drawn_with_what_verify_says():
+    ring_ = jaxcoll.schedule("allreduce", "ring", 4)
+    half = Schedule("half", 4, 4, ring_.rounds[:3], "allreduce")
+    data = page_data(pictures.html(half, calibration=CALIBRATION).text)
+    assert data["verdict"] == "bad" and "missing" in data["verdict_text"]
+    assert as_sets(data["states"]) == as_sets(states(half))
+    unlabelled = Schedule.build("hand-made", 4, n_chunks=4, rounds=ring_.rounds)
+    data = page_data(pictures.html(unlabelled, calibration=CALIBRATION).text)
+    assert data["verdict"] == "unverified"  # drawn from allreduce's start: all data everywhere
+    assert as_sets(data["states"]) == as_sets(states(ring_))
+
+
+def test_the_page_shows_inline_in_a_notebook():
+    page = pictures.html(jaxcoll.schedule("reduce", "tree", 5, root=3), calibration=CALIBRATION)
+    frame = page._repr_html_()
+    assert frame.startswith("<iframe ") and 'sandbox="allow-scripts"' in frame
+    srcdoc = re.search(r'srcdoc="([^"]*)"', frame).group(1)
+    assert html_text.unescape(srcdoc) == page.text
+
+
+def test_command_line_writes_the_page(tmp_path, capsys):
+    out = tmp_path / "tree.html"
+    assert main(["draw", "reduce", "tree", "--n", "6", "--root", "3", "-o", str(out)]) == 0
+    assert "tree reduce" in capsys.readouterr().out
+    schedule = jaxcoll.schedule("reduce", "tree", 6, root=3)
+    data = page_data(out.read_text(encoding="utf-8"))
+    assert as_sets(data["states"]) == as_sets(states(schedule)) and data["root"] == 3
+
+
+def test_bad_input_is_named():
+    schedule = jaxcoll.schedule("allreduce", "ring", 3)
+    with pytest.raises(TypeError, match="schedule must be a jaxcoll.Schedule"):
+        pictures.html("ring")
+    with pytest.raises(ValueError, match=r"path='page.png' must end in .html"):
+        pictures.html(schedule, "page.png")
+    with pytest.raises(ValueError, match="nbytes=0 must be > 0"):
+        pictures.html(schedule, nbytes=0)
+    with pytest.raises(ValueError, match="unknown primitive 'allsum'"):
+        pictures.html(replace(schedule, primitive="allsum"))
+    with pytest.raises(ValueError, match="invalid transfer"):
+        pictures.html(Schedule("bad", 3, 3, ((Transfer(0, 5, 0, False),),), "allreduce"))
+    impossible = Schedule.build("early", 3, n_chunks=1, rounds=[[Transfer(1, 2, 0, False)]])
+    with pytest.raises(ScheduleError, match="before it holds any data"):
+        pictures.html(replace(impossible, primitive="broadcast"))
+    with pytest.raises(ValueError, match="the schedule has 3 ranks"):
+        pictures.html(schedule, topology=ring(4, alpha=1e-6, beta=1e-10))
+
+
+# ----------------------------------------------------------------------------- in a browser
+
+@pytest.fixture(scope="module")
+def tab():
+    """One tab of one headless Chromium for the module (Debian's, driven by Playwright)."""
+    sync_api = pytest.importorskip(
+        "playwright.sync_api", reason="the browser tests need Playwright: pip install -e "
+        "'.[test]' (or pip install playwright)")
+    if CHROMIUM is None:
+        pytest.skip("the browser tests need Chromium, found neither /usr/bin/chromium nor "
+                    "chromium on PATH: apt-get install -y chromium (Debian; Playwright's own "
+                    "download does not work without a network)")
+    with sync_api.sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield chromium.new_page()
+        chromium.close()
+
+
+class Opened:
+    """A page loaded from file:// with every other request aborted and counted, and every
+    console error and page error kept."""
+
+    def __init__(self, tab, path: Path):
+        self.url, self.blocked, self.errors, self.page = path.as_uri(), [], [], tab
+        tab.route("**/*", self._route)
+        tab.on("console", self._console)
+        tab.on("pageerror", self._error)
+        tab.goto(self.url)
+
+    def _console(self, message):
+        if message.type == "error":
+            self.errors.append(message.text)
+
+    def _error(self, error):
+        self.errors.append(str(error))
+
+    def _route(self, route):
+        if route.request.url == self.url:
+            route.continue_()
+        else:
+            self.blocked.append(route.request.url)
+            route.abort()
+
+    def step(self) -> int:
+        return int(self.page.get_attribute("#round", "data-step"))
+
+    def cells(self) -> dict:
+        """{(rank, chunk): contributions} as the drawing's cells say."""
+        rows = self.page.eval_on_selector_all(
+            "g.cell", "cells => cells.map(c => [c.dataset.rank, c.dataset.chunk, "
+                      "c.dataset.contributions])")
+        return {(int(r), int(c)): {tuple(map(int, p.split(":"))) for p in held.split()}
+                for r, c, held in rows}
+
+    def colours(self) -> list:
+        """Every cell's stripe colours, in order."""
+        return self.page.eval_on_selector_all(
+            "g.cell", "cells => cells.map(c => [...c.querySelectorAll('rect')]"
+                      ".map(r => r.getAttribute('fill')).join(' '))")
+
+    def close(self) -> tuple[list, list]:
+        """Leave the tab as it was; return (the requests blocked, the errors)."""
+        self.page.unroute("**/*", self._route)
+        self.page.remove_listener("console", self._console)
+        self.page.remove_listener("pageerror", self._error)
+        return self.blocked, self.errors
+
+
+def cells_of(state) -> dict:
+    return {(rank, chunk): set(cell or ()) for rank, row in enumerate(state)
+            for chunk, cell in enumerate(row)}
+
+
+def test_the_network_check_catches_a_page_that_reaches_out(tab, tmp_path):
+    path = tmp_path / "outside.html"
+    path.write_text('<img src="https://example.com/a.png"><script src="http://cdn.x/a.js">'
+                    '</script>')
+    opened = Opened(tab, path)
+    blocked, errors = opened.close()
+    assert sorted(blocked) == ["http://cdn.x/a.js", "https://example.com/a.png"]
+    assert len(errors) == 2 and all("Failed to load resource" in e for e in errors)
+
+
+@pytest.mark.parametrize("name", SCHEDULES)
+def test_stepping_to_the_last_round_shows_what_verify_proves(tab, tmp_path, name):
+    schedule = SCHEDULES[name]()
+    history = states(schedule)
+    opened = Opened(tab, pictures.html(schedule, tmp_path / "page.html",
+                                           calibration=CALIBRATION))
+    assert opened.step() == 0 and opened.cells() == cells_of(history[0])
+    assert opened.page.text_content("#title") == schedule.name  # a name is text, not markup
+    for _ in range(schedule.n_rounds + 1):  # one press past the end stays there
+        opened.page.keyboard.press("ArrowRight")
+    assert opened.step() == schedule.n_rounds
+    assert opened.cells() == cells_of(history[-1])
+    shown = opened.cells()
+    assert {key: shown[key] for key in promised(schedule)} == promised(schedule)
+    assert opened.close() == ([], [])  # no request, no console or page error
+
+
+def test_arrow_keys_step_forward_and_back(tab, tmp_path):
+    schedule = jaxcoll.schedule("allreduce", "ring", 4)
+    opened = Opened(tab, pictures.html(schedule, tmp_path / "ring.html",
+                                           calibration=CALIBRATION))
+    page, start = opened.page, opened.colours()
+    assert page.locator("path.arrow").count() == 0
+    page.keyboard.press("ArrowRight")
+    assert opened.step() == 1 and opened.colours() != start
+    assert opened.cells() == cells_of(states(schedule)[1])
+    moved = sum(len(t.chunks) for t in schedule.rounds[0])
+    assert page.locator("path.arrow.reduce").count() == moved  # round 0 reduces
+    assert "after round 0" in page.text_content("#round")
+    page.keyboard.press("ArrowLeft")
+    assert opened.step() == 0 and opened.colours() == start
+    page.keyboard.press("ArrowLeft")  # stays at the start
+    assert opened.step() == 0
+    assert opened.close() == ([], [])  # no request, no console or page error
+
+
+def test_buttons_slider_and_play(tab, tmp_path):
+    schedule = jaxcoll.schedule("broadcast", "binomial", 5, root=2)
+    history, last = states(schedule), schedule.n_rounds
+    opened = Opened(tab, pictures.html(schedule, tmp_path / "b.html",
+                                           calibration=CALIBRATION))
+    page = opened.page
+    assert page.is_disabled("#prev")
+    page.click("#next")
+    assert opened.step() == 1 and opened.cells() == cells_of(history[1])
+    page.click("#prev")
+    assert opened.step() == 0
+    box = page.locator("#slider").bounding_box()
+    page.mouse.click(box["x"] + box["width"] - 1, box["y"] + box["height"] / 2)  # its far end
+    assert opened.step() == last and page.is_disabled("#next")
+    assert opened.cells() == cells_of(history[-1])
+    page.click("#play")  # at the end, play starts again from the start
+    page.wait_for_function("Number(document.getElementById('round').dataset.step) >= 1",
+                           timeout=3000)
+    page.click("#play")
+    assert page.get_attribute("#play", "data-playing") == "false"
+    assert opened.close() == ([], [])  # no request, no console or page error
+
+
+def test_inline_in_a_notebook_the_page_runs_in_its_iframe(tab, tmp_path):
+    schedule = jaxcoll.schedule("scatter", "binomial", 5, root=1)
+    path = tmp_path / "notebook.html"
+    path.write_text("<p>a notebook's output cell</p>"
+                    + pictures.html(schedule, calibration=CALIBRATION)._repr_html_(),
+                    encoding="utf-8")
+    opened = Opened(tab, path)
+    frame = opened.page.frame_locator("iframe")
+    frame.locator("#next").click()
+    assert frame.locator("#round").get_attribute("data-step") == "1"
+    assert frame.locator("g.cell").count() == schedule.n_ranks * schedule.n_chunks
+    assert opened.close() == ([], [])  # no request, no console or page error
