@@ -161,8 +161,9 @@ def alltoall_dims(shape, split_dim, concat_dim, tiled: bool, n: int) -> tuple[in
 
 
 def check_two_level_axis(fn: str, algorithm: str, axis) -> None:
-    """A two-level algorithm needs ``axis`` = (outer, inner)."""
-    if not (isinstance(axis, tuple) and len(axis) == 2):
+    """A hierarchical algorithm needs ``axis`` = a tuple of names, one per level."""
+    if not isinstance(axis, tuple):
         raise ValueError(f"jaxcoll.{fn}: algorithm={algorithm!r} needs axis to be a tuple of "
-                         f"two mesh axis names (outer, inner), e.g. ('node', 'gpu'); got "
-                         f"axis={axis!r}")
+                         "mesh axis names, one per level from the outermost, e.g. "
+                         f"('node', 'gpu') or ('x', 'y', 'z'); got axis={axis!r} (one level: "
+                         f"({axis!r},))")

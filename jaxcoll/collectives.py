@@ -21,7 +21,8 @@ one equation per call in the jaxpr, as lax's.
 
 ``algorithm="xla"`` runs the ``lax`` built-in instead, one per leaf (references.py).
 
-``hierarchical`` runs on a tuple axis (outer, inner); its schedule is built from both sizes.
+``hierarchical`` runs on a tuple axis of k levels (outermost first); its schedule is built
+from their sizes.
 """
 
 from __future__ import annotations
@@ -63,14 +64,15 @@ def _positive_int(value) -> bool:
 
 def schedule(primitive: str, algorithm: str, n, *, root: int = 0, pieces: int = 1) -> Schedule:
     """The schedule ``algorithm`` runs for ``primitive`` on ``n`` ranks (plain data, no JAX);
-    for ``hierarchical``, ``n`` is the pair (outer, inner) of the tuple axis' sizes."""
+    for ``hierarchical``, ``n`` is the tuple of the levels' sizes, outermost first."""
     check_choice("schedule", "primitive", primitive, tuple(SCHEDULES))
     check_choice("schedule", "algorithm", algorithm, tuple(sorted(SCHEDULES[primitive])))
     if two_level(primitive, algorithm):
-        if not (isinstance(n, tuple) and len(n) == 2 and all(map(_positive_int, n))):
-            raise ValueError(f"jaxcoll.schedule: n={n!r} must be a pair (outer, inner) of ints "
-                             f">= 1 for {algorithm!r}, e.g. (2, 4)")
-        ranks = (int(n[0]), int(n[1]))
+        if not (isinstance(n, tuple) and n and all(map(_positive_int, n))):
+            raise ValueError(f"jaxcoll.schedule: n={n!r} must be a non-empty tuple of ints "
+                             f">= 1, the levels' sizes from the outermost, for {algorithm!r}, "
+                             "e.g. (2, 4) or (2, 2, 2)")
+        ranks = tuple(int(size) for size in n)
     elif _positive_int(n):
         ranks = int(n)
     else:
@@ -112,11 +114,11 @@ def _arguments(primitive: str, x, axis, algorithm, bucket_bytes, *, op=_TAKES_NO
     else:
         check_choice(fn, "algorithm", algorithm, algorithms(primitive))
     _check_bucket_bytes(fn, bucket_bytes)
-    if two_level(primitive, algorithm):
-        check_two_level_axis(fn, algorithm, axis)
     if op is not _TAKES_NONE:
         check_choice(fn, "op", op, OPS)
     n = axis_size(fn, axis)
+    if two_level(primitive, algorithm):
+        check_two_level_axis(fn, algorithm, axis)
     groups = check_groups(fn, groups, n)
     if groups and two_level(primitive, algorithm):
         raise ValueError(f"jaxcoll.{fn}: algorithm={algorithm!r} runs on the levels of a tuple "

@@ -98,7 +98,7 @@ def test_none_for_op_or_root_is_named(call):
 def test_algorithms_lists_names():
     assert jaxcoll.algorithms("allreduce") == (
         "auto", "xla", "bidirectional_ring", "double_tree", "halving_doubling", "hierarchical",
-        "naive", "recursive_doubling", "ring", "tree", "two_shot")
+        "naive", "recursive_doubling", "ring", "swing", "tree", "two_shot")
     assert jaxcoll.algorithms("alltoall") == ("auto", "xla", "bruck", "naive")
 
 

@@ -142,8 +142,9 @@ def test_hierarchical_rounds_and_traffic():
     assert max(_chunks_sent(ring, True, inner).values()) == 2 * (n - 1)
 
 
-def test_schedule_needs_the_two_level_shape():
-    with pytest.raises(ValueError, match=r"n=8 must be a pair \(outer, inner\)"):
+def test_schedule_needs_the_levels_shape():
+    with pytest.raises(ValueError, match=r"n=8 must be a non-empty tuple of ints >= 1, the "
+                                         r"levels' sizes"):
         jaxcoll.schedule("allreduce", "hierarchical", 8)
 
 

@@ -13,7 +13,8 @@ from functools import lru_cache
 from typing import Callable
 
 from ..schedules import Schedule
-from . import binomial, bruck, chain, composite, hierarchical, naive, recursive, ring, tree, two_shot
+from . import (binomial, bruck, chain, composite, hierarchical, naive, pat, recursive, ring, swing,
+               tree, two_shot)
 
 # Pipelined trees cut messages into pieces of about this size, at most MAX_PIECES. Each piece
 # costs the tree's rounds again in latency (α); on 8 fake CPU devices 1 MiB pieces made a 16 MiB
@@ -27,17 +28,23 @@ class Algorithm:
     build: Callable[..., Schedule]
     rooted: bool = False  # build(n, root)
     pipelined: bool = False  # build(..., pieces=k)
-    two_level: bool = False  # build((outer, inner)): needs a tuple axis of two names
+    # build((s_0, ..., s_k-1)): needs a tuple axis, one name per level (any number of levels)
+    two_level: bool = False
     # auto considers it; two_shot and pairwise only for compressed data (uncompressed they are
     # the ring's bytes and rounds), chain never yet: on fake CPU devices it ran 2.3x slower than
     # scatter_allgather at 16 MiB, which no calibration of it tells auto (RESULTS.md)
     auto: bool = True
+    auto_when_compressed: bool = True  # auto considers it for compressed data (auto or not)
     model_pieces: bool = False  # pipelined in as many pieces as the model finds fastest
 
 
 _ROOTED = dict(rooted=True)
 _PIPELINED = dict(rooted=True, pipelined=True)
 _CHAIN = dict(rooted=True, pipelined=True, model_pieces=True, auto=False)
+# Swing and PAT: auto leaves them out, compressed or not, until a calibration measures them. The
+# shipped ones carry per-algorithm factors (1-4.7x on CPU) for every other algorithm and none
+# for these, which would win on the missing factor alone. On paper (topology=) they are ranked.
+_UNMEASURED = dict(auto=False, auto_when_compressed=False)
 
 SCHEDULES: dict[str, dict[str, Algorithm]] = {
     "allreduce": {"ring": Algorithm(ring.allreduce), "naive": Algorithm(naive.allreduce),
@@ -47,17 +54,20 @@ SCHEDULES: dict[str, dict[str, Algorithm]] = {
                   "halving_doubling": Algorithm(recursive.halving_doubling_allreduce),
                   "bidirectional_ring": Algorithm(ring.bidirectional_allreduce),
                   "hierarchical": Algorithm(hierarchical.allreduce, two_level=True),
-                  "two_shot": Algorithm(two_shot.allreduce, auto=False)},
+                  "two_shot": Algorithm(two_shot.allreduce, auto=False),
+                  "swing": Algorithm(swing.allreduce, **_UNMEASURED)},
     "reduce_scatter": {"ring": Algorithm(ring.reduce_scatter),
                        "naive": Algorithm(naive.reduce_scatter),
                        "halving_doubling": Algorithm(recursive.reduce_scatter),
                        "bidirectional_ring": Algorithm(ring.bidirectional_reduce_scatter),
                        "pairwise": Algorithm(two_shot.pairwise_reduce_scatter, auto=False),
+                       "pat": Algorithm(pat.reduce_scatter, **_UNMEASURED),
                        "hierarchical": Algorithm(hierarchical.reduce_scatter, two_level=True)},
     "allgather": {"ring": Algorithm(ring.allgather), "naive": Algorithm(naive.allgather),
                   "recursive_doubling": Algorithm(recursive.allgather),
                   "halving_doubling": Algorithm(recursive.allgather),  # its doubling half
                   "bruck": Algorithm(bruck.allgather),
+                  "pat": Algorithm(pat.allgather, **_UNMEASURED),
                   "bidirectional_ring": Algorithm(ring.bidirectional_allgather),
                   "hierarchical": Algorithm(hierarchical.allgather, two_level=True)},
     "alltoall": {"naive": Algorithm(naive.alltoall), "bruck": Algorithm(bruck.alltoall)},
@@ -93,16 +103,18 @@ def pipeline_pieces(nbytes: int) -> int:
 
 
 def two_level(primitive: str, algorithm: str) -> bool:
-    """True if the algorithm runs on a tuple axis (outer, inner) and is built from its shape."""
+    """True if the algorithm runs on a tuple axis, one name per level, and is built from the
+    levels' sizes."""
     entry = SCHEDULES[primitive].get(algorithm)
     return bool(entry and entry.two_level)
 
 
 @lru_cache(maxsize=None)
-def build_schedule(primitive: str, algorithm: str, n: int | tuple[int, int], root: int = 0,
+def build_schedule(primitive: str, algorithm: str, n: int | tuple[int, ...], root: int = 0,
                    pieces: int = 1) -> Schedule:
     """The schedule of ``algorithm`` for ``primitive`` on ``n`` ranks (cached), labelled with
-    the primitive and root it serves. ``n`` is the pair (outer, inner) for a two-level one."""
+    the primitive and root it serves. ``n`` is the levels' sizes, outermost first, for a
+    hierarchical one."""
     entry = SCHEDULES[primitive][algorithm]
     kwargs = {}
     if entry.rooted:
