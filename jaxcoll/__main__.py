@@ -9,13 +9,15 @@ def draw_main(argv) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m jaxcoll draw",
         description="Draw a schedule: one panel per round, ranks as rows, chunks as columns "
-                    "(needs matplotlib: pip install 'jaxcoll[viz]').")
+                    "(.png and .gif need matplotlib: pip install 'jaxcoll[viz]'; .html, a page "
+                    "that steps through the rounds, needs nothing).")
     parser.add_argument("primitive")
     parser.add_argument("algorithm")
     parser.add_argument("--n", type=int, default=4, help="rank count (default 4)")
     parser.add_argument("--root", type=int, default=0)
     parser.add_argument("--pieces", type=int, default=1, help="pipeline pieces (trees)")
-    parser.add_argument("-o", "--output", required=True, help="a .png, or a .gif to animate")
+    parser.add_argument("-o", "--output", required=True,
+                        help="a .png, a .gif to animate, or a .html page to step through")
     args = parser.parse_args(argv)
     import jaxcoll
 
@@ -24,7 +26,11 @@ def draw_main(argv) -> int:
                                     pieces=args.pieces)
     except ValueError as error:
         parser.error(str(error))
-    path = jaxcoll.draw(schedule, args.output, gif=args.output.lower().endswith(".gif"))
+    suffix = args.output.lower().rsplit(".", 1)[-1]
+    if suffix in ("html", "htm"):
+        path = jaxcoll.pictures.html(schedule, args.output)
+    else:
+        path = jaxcoll.draw(schedule, args.output, gif=suffix == "gif")
     print(f"wrote {path}: {schedule!r}")
     return 0
 
@@ -33,11 +39,16 @@ def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["draw"]:
         return draw_main(argv[1:])
+    if argv[:1] == ["calibrate"]:  # time auto's algorithms on this machine, keep them
+        from .calibration_cache import main as calibrate_main
+
+        return calibrate_main(argv[1:])
     parser = argparse.ArgumentParser(
         prog="python -m jaxcoll",
         description="Run every primitive x algorithm against the xla reference and print a "
                     "table; exit status 1 on any mismatch. (`python -m jaxcoll draw --help`: "
-                    "pictures of schedules.)")
+                    "pictures of schedules; `python -m jaxcoll calibrate --help`: time auto's "
+                    "algorithms on this machine.)")
     parser.add_argument("--devices", type=int, default=8,
                         help="number of fake CPU devices to start (default 8); on GPU/TPU the "
                              "local devices are used, at most this many; under python -m "

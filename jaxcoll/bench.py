@@ -789,9 +789,31 @@ def _run(ops, sizes, algorithms, ranks: Ranks, dtype: str, args, say=print,
                                              args.iters, args.warmup, progress.tick)
             progress.clear()
             say("\n".join(table_line(r, compress is not None) for r in point), flush=True)
+            if compress is None and "auto" in algorithms[op]:
+                say(auto_line(point, dtype), flush=True)
             results += point
     progress.clear()
     return results
+
+
+def auto_line(point: list[Result], dtype: str) -> str:
+    """'# auto ran X: ...': what auto chose at this point, and over the fastest's time (of the
+    others timed in the same run, xla left out) that of X's line and of auto's own (the same
+    program as X's: their difference is the run's noise)."""
+    import jax.numpy as jnp
+
+    auto = next(r for r in point if r.algorithm == "auto")
+    others = [r for r in point if r.algorithm not in ("auto", "xla")]
+    itemsize = jnp.dtype(dtype).itemsize
+    _, elements, _ = layout(auto.op, auto.size, itemsize, auto.ranks)
+    chosen = choose(auto.op, auto.ranks, elements * itemsize)
+    if not others:
+        return f"# auto ran {chosen}"
+    fastest = min(others, key=lambda r: r.median)
+    picked = next((f"{r.median / fastest.median:.2f}" for r in others if r.algorithm == chosen),
+                  "?")
+    return (f"# auto ran {chosen}: its line x{picked} the fastest ({fastest.algorithm}, "
+            f"{fastest.median * 1e6:.1f} us), auto's line x{auto.median / fastest.median:.2f}")
 
 
 def _write_outputs(args, meta: dict, results: list[Result]) -> None:

@@ -8,7 +8,8 @@ transfer of it moves. A schedule's predicted time is the sum over its ppermutes 
 Calibrations are per transport (:func:`transport`: one process of fake CPU devices, processes
 over gloo, GPUs). One whose ``links`` is "shared" prices on one medium every message crosses
 (:func:`~jaxcoll.topology.shared`, with :func:`~jaxcoll.topology.simulate`); ``ranking``,
-``bounds`` and ``explain`` also take any ``topology`` to answer on paper.
+``bounds`` and ``explain`` also take any ``topology`` to answer on paper. One with
+``timings`` (measured on this machine by :mod:`jaxcoll.calibration_cache`) ranks by them.
 """
 
 from __future__ import annotations
@@ -91,6 +92,10 @@ class Calibration:
     # costs α + (its messages)·overhead + (all its bytes)·β (topology.shared, simulate())
     links: str = "port"
     overhead: float = 0.0  # seconds per message, "shared" only (γ unused there: in β)
+    # ((primitive, n, algorithm, input bytes per rank, seconds), ...): each algorithm timed on
+    # this machine (calibration_cache.py); where a primitive and n have them, ranking() goes
+    # by them (:meth:`measured`) instead of α, β, γ
+    timings: tuple = ()
 
     def __post_init__(self):
         if self.links not in ("port", "shared"):
@@ -112,8 +117,22 @@ class Calibration:
         return 1.0, 1.0
 
     def plain(self) -> "Calibration":
-        """This calibration without per-algorithm factors: the α-β-γ model alone."""
-        return replace(self, per_algorithm=())
+        """This calibration without per-algorithm factors or timings: the α-β-γ model alone."""
+        return replace(self, per_algorithm=(), timings=())
+
+    def measured(self, primitive: str, n: int, algorithm: str, nbytes: float) -> float | None:
+        """Seconds ``algorithm`` takes for ``nbytes`` of input per rank by the ``timings``:
+        log-log interpolated between the sizes measured; below the smallest, its time; above
+        the largest, its time scaled with the bytes. None where it was not measured."""
+        points = sorted((size, seconds) for name, ranks, algo, size, seconds in self.timings
+                        if (name, ranks, algo) == (primitive, n, algorithm))
+        if not points:
+            return None
+        sizes, seconds = np.array(points).T  # (points,), (points,)
+        if nbytes > sizes[-1]:
+            return float(seconds[-1] * nbytes / sizes[-1])
+        return float(np.exp(np.interp(np.log(max(nbytes, 1.0)), np.log(sizes),
+                                      np.log(seconds))))
 
     def save(self, path) -> Path:
         path = Path(path)
@@ -123,7 +142,8 @@ class Calibration:
     @classmethod
     def load(cls, path) -> "Calibration":
         fields = json.loads(Path(path).read_text())
-        fields["per_algorithm"] = tuple(tuple(row) for row in fields.get("per_algorithm", ()))
+        for rows in ("per_algorithm", "timings"):
+            fields[rows] = tuple(tuple(row) for row in fields.get(rows, ()))
         return cls(**fields)
 
 
@@ -143,11 +163,31 @@ def transport() -> str:
 
 def calibration(backend: str | None = None) -> Calibration:
     """The calibration ``auto`` uses for ``backend`` (default: :func:`transport`): the one set
-    by :func:`set_calibration`, else the one shipped with jaxcoll (cpu, gloo, gpu)."""
+    by :func:`set_calibration`, else this machine's cached one (``calibration_cache``), else
+    the one shipped with jaxcoll (cpu, gloo, gpu)."""
     backend = transport() if backend is None else backend
     if backend in _current:
         return _current[backend]
-    return _shipped(backend)
+    from .calibration_cache import cached  # JAX and files: only when asked
+
+    return cached(backend) or _shipped(backend)
+
+
+def _for_auto(primitive: str, n: int) -> Calibration:
+    """What ``auto`` ranks ``primitive`` on n ranks with: the one set by
+    :func:`set_calibration`, else this machine's (measured now if it has none yet)."""
+    backend = transport()
+    if backend in _current:
+        return _current[backend]
+    from .calibration_cache import for_auto
+
+    return for_auto(primitive, n)
+
+
+def auto_candidates(primitive: str) -> list[str]:
+    """The algorithms ``auto`` chooses from for ``primitive`` (uncompressed, on one axis)."""
+    return [name for name in sorted(SCHEDULES[primitive])
+            if _ranked(SCHEDULES[primitive][name], None, None)]
 
 
 @lru_cache(maxsize=None)
@@ -289,16 +329,21 @@ def ranking(primitive: str, n: int, nbytes: float, calibration_: Calibration | N
 
     ``topology``: the answer on paper for those links (:func:`~jaxcoll.topology.simulate`,
     every round's transfers at once): every algorithm is ranked, two-level ones on the
-    topology's nodes, and no per-algorithm factor applies (they measure a runtime)."""
+    topology's nodes, and no per-algorithm factor applies (they measure a runtime).
+
+    A calibration with ``timings`` for ``primitive`` on n ranks (uncompressed, no topology):
+    the algorithms timed are ranked by :meth:`Calibration.measured`, the others left out."""
     cal = calibration_ or calibration()
     wire = 1.0 if compress is None else compress.wire_bytes(1 << 20) / (4 << 20)
+    timed = _timed(cal, primitive, n, nbytes) if compress is None and topology is None else {}
     costs, bounds = [], {}
     for name in sorted(SCHEDULES[primitive]):
-        if not _ranked(SCHEDULES[primitive][name], compress, topology):
+        if not _ranked(SCHEDULES[primitive][name], compress, topology) or (
+                timed and name not in timed):
             continue
         c, latency_part = _priced(primitive, name, n, nbytes * wire, cal, topology)
         latency, bandwidth = (1.0, 1.0) if topology else cal.factors(primitive, name)
-        seconds = latency * latency_part + bandwidth * (c.seconds - latency_part)
+        seconds = timed.get(name, latency * latency_part + bandwidth * (c.seconds - latency_part))
         costs.append((name, replace(c, seconds=seconds)))
         if compress is not None:
             schedule = schedule_for(primitive, name, n, nbytes, cal, topology)
@@ -309,17 +354,29 @@ def ranking(primitive: str, n: int, nbytes: float, calibration_: Calibration | N
     return sorted(costs, key=lambda item: item[1].seconds)
 
 
+def _timed(cal: Calibration, primitive: str, n: int, nbytes: float) -> dict[str, float]:
+    """{algorithm: seconds} from ``cal``'s timings for ``primitive`` on n ranks ({}: none)."""
+    timed = {name: cal.measured(primitive, n, name, nbytes) for name in SCHEDULES[primitive]}
+    return {name: seconds for name, seconds in timed.items() if seconds is not None}
+
+
 def _ranked(entry, compress: Compress | None, topology: Topology | None) -> bool:
     """Whether :func:`ranking` prices this algorithm (see there)."""
     if entry.two_level:
         return bool(topology and topology.gpus_per_node and topology.n > topology.gpus_per_node)
-    return entry.auto or compress is not None or topology is not None
+    compressed = compress is not None and entry.auto_when_compressed
+    return entry.auto or compressed or topology is not None
 
 
 def choose(primitive: str, n: int, nbytes: float, calibration_: Calibration | None = None,
            compress: Compress | None = None, topology: Topology | None = None) -> str:
     """The algorithm ``auto`` runs: the cheapest by the model with the current calibration
-    (compressed: among those with the smallest error bounds; on a ``topology``: on paper)."""
+    (compressed: among those with the smallest error bounds; on a ``topology``: on paper).
+
+    Without ``calibration_``, ``compress`` and ``topology`` (what ``auto`` asks), the
+    calibration of this machine: measured the first time (:mod:`jaxcoll.calibration_cache`)."""
+    if calibration_ is None and compress is None and topology is None:
+        calibration_ = _for_auto(primitive, n)
     return ranking(primitive, n, nbytes, calibration_, compress, topology)[0][0]
 
 
@@ -430,6 +487,8 @@ def explain(primitive: str, n: int, nbytes: float, calibration_: Calibration | N
         latency, bandwidth = (1.0, 1.0) if topology else cal.factors(primitive, name)
         measured = (f"   (measured factors: α x{latency:g}, β γ x{bandwidth:g})"
                     if (latency, bandwidth) != (1.0, 1.0) else "")
+        if not topology and cal.measured(primitive, n, name, nbytes) is not None:
+            measured = "   (time measured on this machine)"
         schedule = schedule_for(primitive, name, n, nbytes, cal, topology)
         if links is None:
             path = cost(schedule, nbytes, alpha=0.0, beta=1.0).seconds

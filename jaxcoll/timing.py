@@ -162,6 +162,30 @@ def calibrate(mesh_or_n=None, *, sizes=(1 << 8, 1 << 12, 1 << 16, 1 << 20, 1 << 
     return replace(plain, per_algorithm=per_algorithm)
 
 
+def time_algorithms(mesh, primitive: str, input_bytes: int, names, repeats: int,
+                    keep_within: float = np.inf, budget: float = 0.0) -> dict[str, float]:
+    """{algorithm: median seconds} of ``primitive`` by each of ``names`` on float32 inputs
+    of about ``input_bytes`` per rank (a multiple of n elements), timed in alternation and
+    agreed over the processes. ``keep_within``: after a warm-up call each, only those whose
+    next call was within that factor of the fastest one's are timed again (the others keep
+    that one call's time). ``budget``: seconds that more rounds (up to 5 x ``repeats``) may
+    take where ``repeats`` take less."""
+    n = mesh.size
+    count = max(n, input_bytes // 4 // n * n)  # float32, a multiple of n
+    x = on_mesh(verifiable_values(n, count, "float32"), mesh)
+    programs = {name: program(primitive, name, mesh) for name in names}
+    first = time_alternating(programs, x, 1, warmup=1)  # compiled, warm, then one call each
+    firsts = agreed_median([first[name] for name in names])  # (algorithms,)
+    kept = [name for name, t in zip(names, firsts) if t <= keep_within * firsts.min()]
+    one_round = sum(t for name, t in zip(names, firsts) if name in kept)
+    rounds = int(np.clip(budget / one_round, repeats, 5 * repeats))
+    rounds = int(agreed_median([[rounds]]).min())  # the same in every process
+    times = time_alternating({name: programs[name] for name in kept}, x, rounds, 0)
+    medians = dict(zip(names, map(float, firsts)))
+    medians.update(zip(kept, map(float, agreed_median([times[name] for name in kept]))))
+    return medians
+
+
 def _measure_algorithms(mesh, primitive: str, sizes, repeats: int):
     """[(algorithm, buffer bytes, seconds)] for every one-level algorithm of ``primitive``,
     timed in alternation at each size (bytes per rank), agreed over the processes."""
@@ -169,13 +193,9 @@ def _measure_algorithms(mesh, primitive: str, sizes, repeats: int):
     names = [name for name in sorted(SCHEDULES[primitive]) if not two_level(primitive, name)]
     points = []
     for size in sizes:
-        count = max(n, size // 4 // n * n)  # float32, a multiple of n
-        x = on_mesh(verifiable_values(n, count, "float32"), mesh)
-        programs = {name: program(primitive, name, mesh) for name in names}
-        times = time_alternating(programs, x, repeats)
-        medians = agreed_median([times[name] for name in names])
-        nbytes = schedule_bytes(primitive, count * 4, n)
-        points += [(name, nbytes, float(m)) for name, m in zip(names, medians)]
+        medians = time_algorithms(mesh, primitive, size, names, repeats)
+        nbytes = schedule_bytes(primitive, max(n, size // 4 // n * n) * 4, n)
+        points += [(name, nbytes, medians[name]) for name in names]
     return points
 
 

@@ -3,6 +3,9 @@
 import os
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
+# auto uses the shipped calibrations, never one measured (or cached) on this machine: the same
+# choices on every machine; tests/test_calibration_cache.py turns measuring on where it asks.
+os.environ["JAXCOLL_CALIBRATE"] = "0"
 # Compiling is most of the tests' time; LLVM's optimisations (not XLA's HLO passes, which decide
 # the collectives) are skipped for it: about 20% faster, the same HLO and the same results.
 os.environ["XLA_FLAGS"] = " ".join(

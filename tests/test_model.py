@@ -50,6 +50,29 @@ def test_ranking_follows_the_textbook():
     assert jaxcoll.choose("allgather", 6, 1024, LATENCY_BOUND) == "bruck"
 
 
+def test_timings_rank_by_interpolated_measurements(tmp_path, capsys):
+    """Recursive doubling 0.5 -> 4 ms and the ring 1 -> 2 ms from 1 KiB to 1 MiB: log-log
+    lines that cross at 32 KiB; below 1 KiB the times of 1 KiB, above 1 MiB times that grow
+    with the bytes; algorithms without timings are left out."""
+    timed = Calibration(alpha=1e-12, beta=1e-6, gamma=0.0, backend="test", timings=(
+        ("allreduce", 8, "recursive_doubling", 1 << 10, 0.5e-3),
+        ("allreduce", 8, "recursive_doubling", 1 << 20, 4e-3),
+        ("allreduce", 8, "ring", 1 << 10, 1e-3), ("allreduce", 8, "ring", 1 << 20, 2e-3)))
+    assert timed.measured("allreduce", 8, "ring", 1 << 15) == pytest.approx(2 ** 0.5 * 1e-3)
+    assert timed.measured("allreduce", 8, "ring", 1 << 22) == pytest.approx(8e-3)
+    assert timed.measured("allreduce", 8, "ring", 1) == pytest.approx(1e-3)
+    assert timed.measured("allreduce", 4, "ring", 1024) is None
+    picks = [jaxcoll.choose("allreduce", 8, size, timed) for size in (1, 1 << 14, 1 << 16, 1 << 24)]
+    assert picks == ["recursive_doubling", "recursive_doubling", "ring", "ring"]
+    assert [name for name, _ in jaxcoll.model.ranking("allreduce", 8, 1 << 16, timed)] == [
+        "ring", "recursive_doubling"]
+    assert jaxcoll.choose("allreduce", 8, 1 << 16, timed.plain()) != "recursive_doubling"
+    assert jaxcoll.choose("allreduce", 4, 1, timed) == jaxcoll.choose("allreduce", 4, 1, timed.plain())
+    jaxcoll.explain("allreduce", 8, 1 << 16, timed)
+    assert "(time measured on this machine)" in capsys.readouterr().out
+    assert Calibration.load(timed.save(tmp_path / "timed.json")) == timed
+
+
 def test_explain_prints_the_ranking(capsys):
     ranked = jaxcoll.explain("allreduce", 8, 1 << 20, BANDWIDTH_BOUND)
     out = capsys.readouterr().out
