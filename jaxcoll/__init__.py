@@ -13,6 +13,7 @@ from .pictures import draw
 from .ragged import ragged_alltoall
 from .schedules import Round, Schedule, Transfer
 from .symbolic import ScheduleError, verify
+from .synthesize import Synthesis, synthesize
 from .timing import calibrate
 from .topology import Simulation, Topology, simulate
 
@@ -27,6 +28,6 @@ __all__ = [
     "reduce", "reduce_scatter", "reduce_scatter_from", "ring_allgather", "ring_allreduce",
     "ring_reduce_scatter", "ragged_alltoall", "Round",
     "scatter", "Schedule", "schedule", "ScheduleError", "set_calibration", "Simulation",
-    "simulate", "Topology", "Transfer",
+    "simulate", "Synthesis", "synthesize", "Topology", "Transfer",
     "tree_allreduce", "tree_broadcast", "verify",
 ]
