@@ -25,7 +25,7 @@ def _code_and_markdown(notebook) -> list[tuple[str, str]]:
 
 def test_there_are_tutorials():
     assert [source.stem[:2] for source in SOURCES] == [
-        "01", "02", "03", "04", "05", "06", "07", "08", "09", "10"]
+        "01", "02", "03", "04", "05", "06", "07", "08", "09", "10", "11"]
 
 
 @pytest.mark.parametrize("source", SOURCES, ids=lambda path: path.stem)

@@ -17,11 +17,15 @@
 #   schedule is the concatenation of the other two;
 # - why "splitting AllReduce halves the communication" is wrong (the bytes are the same) and
 #   what the split does buy: sharded optimizer state (ZeRO) and overlap;
-# - how `shard_map`'s `check_vma` types the results of collectives, and its trap for gradients.
+# - how `shard_map`'s `check_vma` types the results of collectives, and its trap for gradients;
+# - the halves in log2 n rounds instead of n − 1: **recursive doubling**, **halving-doubling**
+#   and **Bruck**, drawn as butterflies; the **pairwise** ReduceScatter and the
+#   **hierarchical** (two-level) AllReduce. Notebooks 04 and 05 use them all.
 #
 # **Prerequisites**: Python and numpy; notebook 01 (the ring, `shard_map`, `ppermute`).
 #
-# The lecture this project grew from says:
+# The lecture this project grew from (a lecture in Chinese on the collective primitives of
+# distributed training; notebook 01 says what it covers) says:
 #
 # 1. AllGather and ReduceScatter are AllReduce's two "half-finished products": AllGather is
 #    only AllReduce's Broadcast step, ReduceScatter only its Reduce step;
@@ -39,7 +43,10 @@ os.environ["JAX_PLATFORMS"] = "cpu"          # fake devices live on the CPU, eve
 import jax
 jax.config.update("jax_num_cpu_devices", 8)  # 8 fake CPU devices; must come before any JAX work
 
+import math
+
 import jax.numpy as jnp
+import matplotlib.pyplot as plt
 import numpy as np
 from IPython.display import display
 from jax import lax
@@ -199,16 +206,31 @@ print(f"α-β model, 16 MiB per rank: the halves {halves * 1e6:.0f} µs, "
 
 # %% [markdown]
 # Splitting moves **exactly the same bytes** in the same rounds: a ring AllReduce already *is*
-# the two halves. ("AllReduce moves 2x" is right: 2(n − 1)/n ≈ 2 times the vector.) What the
-# split buys:
+# the two halves. ("AllReduce moves 2x" is right: 2(n − 1)/n ≈ 2 times the vector.)
 #
-# 1. **Only one half, where one is enough** (claim 3): a rank that updates only its share of
-#    the parameters needs only its chunk of the gradient, (n − 1)/n·N instead of
-#    2(n − 1)/n·N.
-# 2. **Sharded state in between.** Between the halves each rank holds 1/n of the reduced
+# Claim 3 is half right. A rank that updates only its share of the parameters needs only its
+# chunk of the gradient: the ReduceScatter is enough *for the gradient*. But the next forward
+# pass needs all the parameters, so the updated chunks must be AllGathered (section 8 does
+# exactly that): (n − 1)/n·N + (n − 1)/n·N, the AllReduce's bytes again. Sharding the
+# parameters as well (FSDP, ZeRO stage 3) keeps the forward pass's AllGather and adds a second
+# one for the backward pass: 3(n − 1)/n·N per step (notebook 09). No way of sharding the
+# step moves fewer bytes than the AllReduce:
+
+# %%
+rs, ag, ar = (sent[p][0] for p in ("reduce_scatter", "allgather", "allreduce"))
+steps = {"data parallel: allreduce": ar, "ZeRO-2: reduce_scatter + allgather": rs + ag,
+         "FSDP / ZeRO-3: reduce_scatter + 2 allgathers": rs + 2 * ag}
+for name, per_rank in steps.items():
+    print(f"{name:<46} {per_rank:.3f}·N sent per rank and step")
+assert np.isclose(rs + ag, ar) and np.isclose(rs + 2 * ag, 3 * (n - 1) / n)
+
+# %% [markdown]
+# What the split buys, then, is not bytes:
+#
+# 1. **Sharded state in between.** Between the halves each rank holds 1/n of the reduced
 #    gradient, so it keeps and updates only 1/n of the optimizer state: ZeRO
 #    ([Rajbhandari et al. 2020](https://arxiv.org/abs/1910.02054)), section 8.
-# 3. **Overlap.** The halves can run at different times: one layer's ReduceScatter during the
+# 2. **Overlap.** The halves can run at different times: one layer's ReduceScatter during the
 #    backward pass of the next, a layer's AllGather just before its forward pass (FSDP,
 #    [Zhao et al. 2023](https://arxiv.org/abs/2304.11277)). That hides time behind compute; it
 #    moves no fewer bytes (notebook 07).
@@ -296,8 +318,10 @@ print("check_vma=False: each rank's own gradient\n"
 #
 # The ordinary data-parallel step AllReduces (mean) the gradient, then **every rank** applies
 # the same optimizer update to **all** parameters with **all** the optimizer state. The
-# sharded step, ZeRO stage 1, flattens the parameters into one vector of n chunks; rank i
-# keeps only chunk i of the optimizer state and:
+# sharded step below is **ZeRO stage 2**: gradients and optimizer state are sharded (stage 1
+# shards only the optimizer state and still AllReduces the whole gradient; stage 3, FSDP,
+# shards the parameters too). It flattens the parameters into one vector of n chunks; rank i
+# keeps only chunk i of the optimizer state and of the reduced gradient, and:
 #
 # 1. computes the gradient on its slice of the batch (all parameters);
 # 2. **ReduceScatters** it (mean): rank i gets chunk i of the mean gradient;
@@ -357,13 +381,133 @@ print("after 5 steps: ZeRO parameters == data-parallel parameters, bit for bit, 
 print(f"momentum floats kept per rank: {held}")
 
 # %% [markdown]
-# Same parameters, the same bytes on the wire (section 6), and 1/n of the optimizer state and
-# arithmetic per rank. With Adam (two state vectors, often float32 next to bfloat16
+# Same parameters, the same bytes on the wire (section 6), and 1/n of the optimizer state,
+# reduced gradient and update arithmetic per rank. With Adam (two state vectors, often float32 next to bfloat16
 # parameters) that state is the bulk of training memory. FSDP / ZeRO stage 3 also keeps only
 # chunk i of the *parameters* between steps, AllGathering each layer's just before use.
 #
 # What sharding costs: an update that looks *across* elements, such as clipping by the global
 # gradient norm, no longer sees the whole gradient on any rank. That is the exercise.
+
+# %% [markdown]
+# ## 9. Fewer rounds: butterflies
+#
+# The ring's halves take n − 1 rounds each, and every round pays a start-up α. When n is a
+# power of two, log2 n rounds are enough, with the same bytes. Write ranks in binary;
+# **r ⊕ d** (XOR) is the rank whose number differs from r in the bits of d: r ⊕ 1 flips the
+# last bit (0↔1, 2↔3, ...), r ⊕ 4 the third (0↔4, 1↔5, ...).
+#
+# - **Recursive doubling** (AllGather): in round k, rank r swaps *everything it has so far*
+#   with rank r ⊕ 2^k. Holdings double, 1, 2, 4, ... chunks: all n after log2 n rounds, having
+#   sent N/n·(1 + 2 + 4 + …) = (n − 1)/n·N, the ring's bytes. The recursive doubling
+#   *AllReduce* does the same exchanges with the whole vector, adding what arrives: log2 n
+#   rounds, but N bytes in each.
+# - **Recursive halving** (ReduceScatter), the mirror image: round 0 exchanges half the buffer
+#   with r ⊕ n/2 (each keeps the half that holds its own chunk, sends the other, adds what
+#   arrives), round 1 a quarter with r ⊕ n/4, and so on: N/2 + N/4 + … = (n − 1)/n·N in log2 n
+#   rounds. **Halving-doubling** (Rabenseifner's AllReduce) is recursive halving then recursive
+#   doubling: the ring's 2(n − 1)/n·N in 2·log2 n rounds (6 instead of 14 at n = 8).
+# - **Bruck** (AllGather, any n): in round k rank r sends what it has to rank r − 2^k, a
+#   rotation instead of an XOR, so no power of two is needed: ceil(log2 n) rounds.
+#
+# Drawn as butterflies (`lesson.butterflies`): ranks are rows, rounds columns; each line is one
+# transfer, from the sender at the left of its round to the receiver at the right, thicker for
+# more of the buffer, dashed when the receiver adds. Under each round, who talks to whom:
+
+# %%
+S = jaxcoll.schedule
+lesson.butterflies({"recursive doubling AllGather": S("allgather", "recursive_doubling", n),
+                    "recursive halving ReduceScatter": S("reduce_scatter", "halving_doubling", n),
+                    "Bruck AllGather, n = 6": S("allgather", "bruck", 6)})
+
+
+def partners(schedule, k):                         # {src: dst} of round k
+    return {t.src: t.dst for t in schedule.rounds[k]}
+
+
+for k in range(3):                                 # the exchanges of the pictures
+    assert partners(S("allgather", "recursive_doubling", n), k) == {r: r ^ 2**k for r in range(n)}
+    assert partners(S("reduce_scatter", "halving_doubling", n), k) == {r: r ^ (n >> k + 1) for r in range(n)}
+    assert partners(S("allgather", "bruck", 6), k) == {r: (r - 2**k) % 6 for r in range(6)}
+plt.show()
+
+# %% [markdown]
+# Rounds and bytes sent per rank (units of N), from the schedules, for every n from 1 to 16.
+# When n is not a power of two, recursive doubling and halving-doubling run on the largest
+# power of two p below n, with one round before to fold the n − p extra ranks into partners
+# and one after to send them the result; Bruck needs no fold.
+
+# %%
+def rounds_and_bytes(primitive, algorithm, ranks):
+    schedule = S(primitive, algorithm, ranks)
+    return schedule.n_rounds, lesson.traffic(schedule, 1.0)[0].max()
+
+
+for ranks in range(2, 17):
+    log = ranks.bit_length() - 1                   # log2 p, p the largest power of two <= n
+    power = ranks & (ranks - 1) == 0
+    half = (ranks - 1) / ranks                     # (n - 1)/n: each half's bytes at the bound
+    assert rounds_and_bytes("allgather", "bruck", ranks)[0] == math.ceil(math.log2(ranks))
+    for primitive, algorithm, rounds, nbytes in [
+            ("allgather", "recursive_doubling", log, half),
+            ("reduce_scatter", "halving_doubling", log, half),
+            ("allreduce", "recursive_doubling", log, log),
+            ("allreduce", "halving_doubling", 2 * log, 2 * half)]:
+        got = rounds_and_bytes(primitive, algorithm, ranks)
+        if power:
+            assert got[0] == rounds and np.isclose(got[1], nbytes), (primitive, algorithm, ranks)
+        else:
+            assert got[0] == rounds + 2, (primitive, algorithm, ranks, got)   # + fold, unfold
+print(f"{'n = 8':<36}{'rounds':>7}{'sent per rank':>15}")
+for primitive, algorithm in [("allgather", "ring"), ("allgather", "recursive_doubling"),
+                             ("allgather", "bruck"), ("reduce_scatter", "halving_doubling"),
+                             ("allreduce", "ring"), ("allreduce", "recursive_doubling"),
+                             ("allreduce", "halving_doubling")]:
+    rounds, nbytes = rounds_and_bytes(primitive, algorithm, n)
+    print(f"{primitive + ' ' + algorithm:<36}{rounds:>7}{nbytes:>13.3f} N")
+
+# %% [markdown]
+# Two more that notebooks 04 and 05 use:
+#
+# - **pairwise** ReduceScatter: n − 1 rounds; in round k rank r sends the chunk that belongs to
+#   rank r + k + 1 straight to it, where the ring forwards partial sums. Same bytes and rounds
+#   as the ring, but every value crosses one link once and is added at its destination: what
+#   compressed transfers need (notebook 08). `two_shot` is pairwise ReduceScatter + ring
+#   AllGather.
+# - **hierarchical** on a two-level axis (outer × inner, such as nodes × GPUs per node): a
+#   ring ReduceScatter inside each group, an AllReduce of each rank's piece across the groups
+#   (among the ranks in the same position), a ring AllGather inside each group. Only the middle
+#   step crosses between groups, with 1/inner of the data. On 2 × 4, rounds 0-2 and 5-7 stay
+#   inside each group of 4, rounds 3-4 cross (r ⊕ 4):
+
+# %%
+pairwise = S("reduce_scatter", "pairwise", 4)
+assert all(t.dst == (t.src + k + 1) % 4 and t.chunks == (t.dst,)
+           for k, round_ in enumerate(pairwise.rounds) for t in round_)
+hierarchical = S("allreduce", "hierarchical", (2, 4))
+jaxcoll.verify(hierarchical)
+crossing = [k for k, round_ in enumerate(hierarchical.rounds) if any(t.src // 4 != t.dst // 4 for t in round_)]
+assert crossing == [3, 4]
+lesson.butterflies({"recursive doubling AllReduce": S("allreduce", "recursive_doubling", n),
+                    "halving-doubling AllReduce": S("allreduce", "halving_doubling", n),
+                    "hierarchical AllReduce, 2 x 4": hierarchical})
+plt.show()
+
+# %% [markdown]
+# All of them on the devices, against the built-ins (bit for bit: exact sums):
+
+# %%
+for primitive, algorithm, data, want in [
+        ("allgather", "recursive_doubling", own_chunks, all_gathered),
+        ("allgather", "bruck", own_chunks, all_gathered),
+        ("reduce_scatter", "halving_doubling", x, reduce_scattered),
+        ("reduce_scatter", "pairwise", x, reduce_scattered),
+        ("allreduce", "recursive_doubling", flat, psum(flat)),
+        ("allreduce", "halving_doubling", flat, psum(flat))]:
+    call = getattr(jaxcoll, primitive)
+    got = on_every_rank(lambda v, call=call, a=algorithm: call(v, AXIS, algorithm=a))(data)
+    np.testing.assert_array_equal(got, want, err_msg=f"{primitive} {algorithm}")
+print("recursive doubling, Bruck, halving-doubling and pairwise == the built-ins on 8 ranks")
 
 # %% [markdown]
 # ## Try it

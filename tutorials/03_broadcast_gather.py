@@ -14,14 +14,14 @@
 # - a broadcast written by hand from `lax.ppermute`: the naive one, then a lecture's binary
 #   tree once its missing pieces are filled in;
 # - the **binomial** tree, and exactly how many rounds each tree needs for n = 1..16;
-# - the large-message broadcasts: van de Geijn's **scatter + allgather** and the pipelined
-#   **chain** NCCL uses, how close each comes to the lower bounds, and what `auto` picks;
+# - why many small broadcasts should be merged into one (the start-up cost α);
 # - **Gather** against **AllGather**; **Reduce** and **Scatter** as Broadcast and Gather run
 #   backwards; every result checked against the right answer on 8 fake devices.
 #
 # **Prerequisites:** notebook 01 (`shard_map`, `ppermute`, the α-β model).
 #
-# The lecture this project grew from says that a naive broadcast (the root sends to every rank
+# The lecture this project grew from (a lecture in Chinese on the collective primitives of
+# distributed training; notebook 01 says what it covers) says that a naive broadcast (the root sends to every rank
 # in turn) takes O(n) steps and a binary tree O(log n), and gives pseudocode for the tree,
 # which turns out to be incomplete; that with Gather only the root gets the complete data and
 # with AllGather everyone does; and that frequent small broadcasts should be merged into one.
@@ -42,7 +42,6 @@ import math
 import jax.numpy as jnp
 import matplotlib.pyplot as plt
 import numpy as np
-from IPython.display import display
 from jax import lax
 
 import jaxcoll
@@ -208,103 +207,25 @@ for n_ranks in range(1, 17):
             assert jaxcoll.schedule("broadcast", a, n_ranks, root=root).n_rounds == rounds[a]
 
 # %% [markdown]
-# ## 4. Large messages: scatter + allgather, and the pipelined chain
+# ## 4. Merging small broadcasts
 #
-# In the α-β model (notebook 01) a tree sends the whole message in each round: binomial costs
-# ceil(log2 n)·(α + N·β). `jaxcoll.bounds` gives what no broadcast can beat: ceil(log2 n)
-# rounds (the holders at most double) and N·β (the root sends every byte once). Two algorithms
-# head for N·β:
+# In the α-β model (notebook 01) a tree sends the whole message in each round: the binomial
+# tree costs ceil(log2 n)·(α + N·β). For large messages that is far from the best a
+# broadcast can do; the large-message broadcasts (scatter + allgather, and the pipelined chain
+# NCCL uses) are in notebook 05, with the other choices between algorithms.
 #
-# - **scatter + allgather** ([van de Geijn; Chan et al. 2007](https://doi.org/10.1002/cpe.1206)):
-#   the root scatters n chunks down a binomial tree (sending N/2 + N/4 + … = (n−1)/n·N), then a
-#   ring allgather ((n−1)/n·N more): ceil(log2 n) + n − 1 rounds and about 2(n−1)/n·N·β,
-#   1.75·N·β on 8 ranks: within 2x of the bound, never at it;
-# - the pipelined **chain** (`algorithm="chain"`, NCCL's broadcast for large messages): the ranks
-#   form a line from the root, the message is cut into k pieces, and every rank passes piece p
-#   on as soon as it has it. n − 2 + k rounds of N/k bytes: (n − 2 + k)(α + N/k·β), which
-#   approaches N·β as k grows. jaxcoll takes the k that minimises it,
-#   sqrt((n−2)·N·β/α), at most 64 (`jaxcoll.model.chain_pieces`).
-#
-# The chain on 4 ranks in 3 pieces: in round 2 all three links work at once.
+# The lecture's tip to merge small broadcasts is the α term: k broadcasts of N/k bytes pay
+# k·ceil(log2 n)·α, one merged broadcast pays it once (jaxcoll packs a pytree's leaves into
+# buckets for this reason). With `gpu.json`, the estimate for 8 H100s of notebook 01:
 
 # %%
-chain = jaxcoll.schedule("broadcast", "chain", 4, pieces=3)
-print(chain)
-display(lesson.show(chain))
+gpu = jaxcoll.calibration("gpu")                  # an estimate for 8 H100s (notebook 01, section 8)
+
+
 def bytes_in_turn(schedule):                      # the β coefficient in units of N: α = 0, β = 1
     return jaxcoll.cost(schedule, 1.0, alpha=0, beta=1).seconds
 
 
-for k in range(1, 65):
-    piped = jaxcoll.schedule("broadcast", "chain", n, pieces=k)
-    assert piped.n_rounds == n - 2 + k and math.isclose(bytes_in_turn(piped), (n - 2 + k) / k)
-assert bytes_in_turn(jaxcoll.schedule("broadcast", "scatter_allgather", n)) == 2 * (n - 1) / n
-gpu = jaxcoll.calibration("gpu")                  # an estimate for 8 H100s (notebook 01, section 8)
-k = jaxcoll.model.chain_pieces(n, 2**30, gpu)
-assert k == min(range(1, 65), key=lambda j: (n - 2 + j) * (gpu.alpha + 2**30 / j * gpu.beta)), k
-print(f"with gpu.json, 1 GiB: the chain's k = {k}, the minimum of (n - 2 + k)(α + N/k·β)")
-
-# %% [markdown]
-# Each algorithm's gap to the two bounds, as jaxcoll runs it (the chain in the model's k
-# pieces; the heap tree is pipelined too above 16 MiB), with the model's time for `gpu.json`
-# (assumed, not measured):
-
-# %%
-BROADCASTS = ["naive", "tree", "binomial", "scatter_allgather", "chain"]
-
-
-def as_run(algorithm, nbytes, c):
-    """The broadcast schedule jaxcoll runs for nbytes, in the pieces it would cut them into."""
-    pieces = jaxcoll.model.pieces_for("broadcast", algorithm, n, nbytes, c)
-    return jaxcoll.schedule("broadcast", algorithm, n, pieces=pieces)
-
-
-model = {}
-for nbytes in (2**10, 2**30):
-    bound = jaxcoll.bounds("broadcast", n, nbytes, gpu)
-    print(f"N = {lesson.size_label(nbytes)}: bounds {bound.rounds} rounds, N bytes; "
-          f"at best {bound.seconds * 1e6:.0f} µs")
-    for a in BROADCASTS:
-        s = as_run(a, nbytes, gpu)
-        model[a, nbytes] = lesson.predicted("broadcast", a, n, nbytes, gpu)
-        print(f"  {a:<18} rounds x{s.n_rounds / bound.rounds:5.2f}, "
-              f"bytes x{bytes_in_turn(s) * nbytes / bound.path_bytes:4.2f}"
-              f"   {model[a, nbytes] * 1e6:9.0f} µs   ({s.n_chunks} chunks)")
-assert min(BROADCASTS, key=lambda a: model[a, 2**10]) == "binomial"
-assert min(BROADCASTS, key=lambda a: model[a, 2**30]) == "chain"
-print("\nauto on 8 GPUs (gpu.json):",
-      {lesson.size_label(s): jaxcoll.choose("broadcast", n, s, gpu) for s in (2**10, 2**30)})
-picked = jaxcoll.choose("broadcast", n, 2**30, gpu)
-assert picked == "scatter_allgather"                                          # the chain is left out
-off = model[picked, 2**30] / min(model[a, 2**30] for a in BROADCASTS)
-assert off > 1
-print(f"at 1 GiB auto's {picked} takes {off:.2f}x the model's best")
-
-# %%
-sizes = 2.0 ** np.arange(10, 31)
-fig, ax = plt.subplots(figsize=(7.5, 4.4))
-lesson.over_sizes(ax, {a: (sizes, [lesson.predicted("broadcast", a, n, s, gpu) * 1e6 for s in sizes])
-                       for a in BROADCASTS},
-                  bound=("lower bound", sizes,
-                         [jaxcoll.bounds("broadcast", n, s, gpu).seconds * 1e6 for s in sizes]),
-                  ylabel="predicted µs", log_y=True,
-                  title="Broadcast on 8 ranks: the α-β model with gpu.json (an estimate)")
-plt.show()
-
-# %% [markdown]
-# In the model the binomial tree wins for small messages and the chain for large ones. Yet
-# `auto` picks scatter_allgather there, slower in the model by the factor printed above: the
-# chain is left out of `auto` on *every* backend (`auto=False` in its registry entry,
-# `jaxcoll/families/__init__.py`) because of one CPU measurement. On these fake devices it ran
-# 2.3x *slower* than scatter_allgather at 16 MiB per rank (bench/RESULTS.md, section 8): its
-# k + n − 2 rounds are copies by the same two CPU cores, one after another, so nothing
-# pipelines. On GPUs, whose links run side by side, ask for it by name: `algorithm="chain"`.
-#
-# The lecture's tip to merge small broadcasts is the α term: k broadcasts of N/k bytes pay
-# k·ceil(log2 n)·α, one merged broadcast pays it once (jaxcoll packs a pytree's leaves into
-# buckets for this reason):
-
-# %%
 binomial8 = jaxcoll.schedule("broadcast", "binomial", n)
 one, ten = (jaxcoll.cost(binomial8, N, alpha=gpu.alpha, beta=gpu.beta).seconds
             for N in (2**12, 2**12 / 10))
@@ -314,10 +235,11 @@ print(f"4 KiB in one broadcast: {one * 1e6:.0f} µs; in ten: {10 * ten * 1e6:.0f
 # %% [markdown]
 # ## 5. On the devices, from any root
 #
-# Our two hand-written broadcasts and jaxcoll's five, from root 0 and from root 5: every rank
+# Our two hand-written broadcasts and jaxcoll's three, from root 0 and from root 5: every rank
 # must end with exactly the root's row.
 
 # %%
+BROADCASTS = ["naive", "tree", "binomial"]
 x = lesson.small_integers(n, 6)                   # (n ranks, 6 values each)
 for root in (0, 5):
     runs = {"by hand: naive": lambda v: naive_broadcast(v, root),
@@ -333,23 +255,24 @@ for root in (0, 5):
 # And timed: 1 KiB and 4 MiB per rank, calls alternating, medians, beside the model with the
 # calibration measured on these fake devices (`cpu.json`).
 #
-# **What fake devices cannot show.** The 8 "devices" are threads of one process on two shared
-# CPU cores; a `ppermute` is a memory copy plus a rendezvous. There are no links, so the copies
-# of a round do not run side by side and spreading bytes over links gains nothing (the chain's
-# pipeline least of all). The numbers show α (start-ups) against β (copies) on this CPU, not
-# GPUs; algorithms the model puts close together come out in either order from run to run.
+# **What fake devices cannot show.** The 8 "devices" are threads of one process, sharing this
+# machine's CPU cores (printed below); a `ppermute` is a memory copy plus a rendezvous. There
+# are no links, so spreading bytes over links gains little. The numbers show α (start-ups)
+# against β (copies) on this CPU, not GPUs; algorithms the model puts close together come out
+# in either order from run to run.
 
 # %%
 cpu = jaxcoll.calibration("cpu")
+print("CPU cores this process may use:",
+      len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count())
 programs = {a: on_every_rank(lambda v, a=a: jaxcoll.broadcast(v, AXIS, algorithm=a))
             for a in BROADCASTS}
 for nbytes, iters in ((2**10, 21), (4 * 2**20, 5)):
     medians = lesson.median_seconds(programs, np.ones((n, nbytes // 4), np.float32), iters)
     print(f"{lesson.size_label(nbytes)} per rank, median of {iters}:")
     for a in BROADCASTS:
-        print(f"  {a:<18} measured {medians[a] * 1e3:7.2f} ms   model (cpu.json) "
-              f"{lesson.predicted('broadcast', a, n, nbytes, cpu) * 1e3:7.2f} ms   "
-              f"({as_run(a, nbytes, cpu).n_chunks} chunks)")
+        print(f"  {a:<10} measured {medians[a] * 1e3:7.2f} ms   model (cpu.json) "
+              f"{lesson.predicted('broadcast', a, n, nbytes, cpu) * 1e3:7.2f} ms")
 
 # %% [markdown]
 # ## 6. Gather compared with AllGather
@@ -399,8 +322,8 @@ assert rows["allgather", "ring"][3] == rows["gather", "naive"][3] == (n - 1) / n
 # Play a broadcast's rounds in reverse order, turn every arrow around and make each copy an
 # *add*: data that fanned out from the root now flows into it, summed on the way: a
 # **reduce**. `Schedule.reversed(name, reduce=True)` does that, and jaxcoll's tree, binomial and
-# chain reduces *are* their broadcasts reversed. Without the add, a scatter reversed is a
-# **gather**.
+# chain (the pipelined line of notebook 05) reduces *are* their broadcasts reversed. Without
+# the add, a scatter reversed is a **gather**.
 
 # %%
 for n_ranks in range(1, 17):
@@ -419,10 +342,15 @@ lesson.show(jaxcoll.schedule("reduce", "binomial", 8))
 # %% [markdown]
 # Dashed arrows add; after 3 rounds the root holds all 8 colours. On the devices, from root
 # 5: **Reduce** leaves the sum on the root and zeros elsewhere; **Scatter** gives rank i block
-# i of the root's array (what the others pass in is ignored).
+# i of the root's array (what the others pass in is ignored). One more Reduce for large
+# messages: `reduce_scatter_gather` runs a ring ReduceScatter (every rank ends with its 1/n of
+# the sum, notebook 02), then a binomial Gather of those chunks into the root: about
+# 2(n − 1)/n·N on the busiest link instead of the tree's N per round. It is the mirror image of
+# the broadcast's scatter + allgather (notebook 05).
 
 # %%
 REDUCES = ["naive", "tree", "binomial", "chain", "reduce_scatter_gather"]
+assert bytes_in_turn(jaxcoll.schedule("reduce", "reduce_scatter_gather", n)) == 2 * (n - 1) / n
 summed = np.zeros_like(x)
 summed[ROOT] = x.sum(axis=0)
 for a in REDUCES:
@@ -446,8 +374,8 @@ print(f"reduce ({len(REDUCES)} algorithms): rank {ROOT} holds the sum {summed[RO
 # | Gather: only the root gets everything | yes; AllGather moves n times the bytes in the same α-β time (ring) |
 # | merge small broadcasts | the α term: paid once instead of k times |
 #
-# Not in the lecture: for large messages neither tree is best; the pipelined chain (NCCL's)
-# comes within (n−2+k)/k of the N·β bound, scatter + allgather within 1.75x.
+# Not in the lecture: for large messages neither tree is best (notebook 05: scatter + allgather
+# and the pipelined chain).
 #
 # ## Try it
 #

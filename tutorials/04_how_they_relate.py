@@ -9,7 +9,8 @@
 # %% [markdown]
 # # 04 · How the primitives relate, and what none of them can beat
 #
-# The lecture this project grew from ends with "最后，我画了一张图，帮你理清这些原语的关系"
+# The lecture this project grew from (a lecture in Chinese on the collective primitives of
+# distributed training; notebook 01 says what it covers) ends with "最后，我画了一张图，帮你理清这些原语的关系"
 # ("Finally, I drew a figure to help you sort out how these primitives relate"), and the figure
 # is not there. We draw it here, every arrow a relation checked on the schedules: in jaxcoll an
 # algorithm is a *schedule*, plain data that can be concatenated, run backwards and proved
@@ -27,7 +28,8 @@
 # - why a round's cost depends on the links: the bidirectional ring halves the ring's
 #   bandwidth time where each direction is a link of its own, and equals it on a switch.
 #
-# **Prerequisites:** notebooks 01-03 (the ring, the trees, the naive algorithms).
+# **Prerequisites:** notebooks 01-03 (the ring, the trees, the naive algorithms) and notebook
+# 02, section 9 (recursive doubling, halving-doubling, Bruck, pairwise, hierarchical).
 # **Notation:** n ranks, N bytes per rank.
 
 # %%
@@ -38,13 +40,15 @@ jax.config.update("jax_num_cpu_devices", 8)  # 8 fake CPU devices; must come bef
 
 import dataclasses
 
+import matplotlib.pyplot as plt
 import numpy as np
 from IPython.display import Markdown
 
 import jaxcoll
-from jaxcoll import Schedule, Transfer, pictures
+from jaxcoll import Schedule, Transfer
 from jaxcoll.execute import after             # after(value, previous): value, after previous
-from lesson import AXIS, n, on_every_rank     # tutorials/lesson.py: the notebooks' plumbing
+import lesson                                 # tutorials/lesson.py: the notebooks' plumbing
+from lesson import AXIS, n, on_every_rank
 
 S = jaxcoll.schedule                           # S(primitive, algorithm, n, root=..., pieces=...)
 NS = range(1, 17)                              # relations are checked for n = 1..16 ranks
@@ -316,13 +320,44 @@ for a, b, x, ct, expected in DUALS:
 # %% [markdown]
 # ## 4. The figure
 #
-# Drawn from `verified` and `transposes` only (`jaxcoll.pictures.relations`), nothing added by
-# hand. Top: a **+** is a concatenation, its arrows marked 1st and 2nd, the algorithms written
-# beside it; a dotted **×n** arrow is "n of them, one per root". Bottom: orange arrows are
-# schedules run backwards, green double arrows transposes.
+# Drawn from `verified` and `transposes` only (`lesson.relation_figure`), nothing added by
+# hand, in three pictures. First the concatenations: each colour is one recipe, its arrows
+# marked 1st and 2nd, the algorithms it holds for written under the picture.
 
 # %%
-pictures.relations(verified, transposes)
+recipes = {}                                    # (first, second, target) -> algorithms
+for kind, parts, target, label in verified:
+    if kind == CONCAT:
+        recipes.setdefault((*parts, target), []).append(label.replace("\n", " "))
+colours = ["tab:blue", "tab:orange", "tab:green", "tab:red"]
+lesson.relation_figure(
+    [arrow for colour, (first, second, target) in zip(colours, recipes)
+     for arrow in ((first, target, colour, "1st", "-|>"), (second, target, colour, "2nd", "-|>"))],
+    title="Built by concatenation (every arrow checked for n = 1..16)",
+    legend=[(colour, f"{target} = {first} + {second}: {', '.join(recipes[first, second, target])}")
+            for colour, (first, second, target) in zip(colours, recipes)])
+plt.show()
+
+# %% [markdown]
+# Then "n of them, one per root" (dotted), and the mirror images: orange arrows are schedules
+# run backwards, green double arrows transposes (`jax.vjp`).
+
+# %%
+lesson.relation_figure(
+    [(parts[0], target, "tab:purple", f"×n: {label}", ":")
+     for kind, parts, target, label in verified if kind == EVERY_ROOT],
+    title="n of them, one per root (rank r's on chunk r)")
+backwards = {}                                  # (source, target) -> algorithms
+for kind, parts, target, label in verified:
+    if kind == REVERSED:
+        backwards.setdefault((parts[0], target), []).append(label)
+lesson.relation_figure(
+    [(a, b, "tab:green", "transposes", "<|-|>") for a, b in transposes if a != b]
+    + [(a, b, "tab:orange", "reversed: " + ",\n".join(labels), "-|>")
+       for (a, b), labels in backwards.items()],
+    title="Mirror images: run backwards, and transposes", places=lesson.MIRROR_PLACES,
+    notes={a: "its own transpose" for a, b in transposes if a == b})
+plt.show()
 
 # %% [markdown]
 # AllReduce has two recipes. ReduceScatter + AllGather is the lecture's pair of hands.
@@ -447,7 +482,31 @@ assert started["bidirectional_ring"] == 2 * started["ring"] == 4 * (n - 1)
 print("on the ring of links, the choice on paper:",
       jaxcoll.choose("allreduce", n, N, topology=TOPOLOGIES["ring of links"]))
 
+torus = TOPOLOGIES["2x4 torus"]                       # rank = row·4 + column
+hops = [len(torus.route(r, (r + 1) % n)) for r in range(n)]
+assert hops == [1, 1, 1, 2, 1, 1, 1, 2], hops         # 3 -> 4 and 7 -> 0: two links each
+print("3 -> 4 crosses", torus.route(3, 4), "; 7 -> 0 crosses", torus.route(7, 0))
+snake = [0, 1, 2, 3, 7, 6, 5, 4]                      # a ring of neighbours on the torus
+
+
+ring8 = S("allreduce", "ring", n)                     # rank r's part played by snake[r]:
+snake_ring = Schedule.build("snake ring", n, n_chunks=n, rounds=[
+    [Transfer(snake[t.src], snake[t.dst], t.chunks, t.reduce) for t in r] for r in ring8.rounds])
+assert is_a(snake_ring, "allreduce")
+snake_parts = tuple(jaxcoll.simulate(snake_ring, N, dataclasses.replace(torus, **{k: 0 * getattr(torus, k)})).seconds * 1e6
+                    for k in ("beta", "alpha"))
+assert np.isclose(snake_parts[0], priced["ring of links", "ring"][0])          # α part: 70, not 140
+assert np.isclose(snake_parts[1], priced["2x4 torus", "ring"][1])
+print(f"ring in the order {snake} on the torus: {snake_parts[0]:.0f} + {snake_parts[1]:.0f} µs")
+
 # %% [markdown]
+# **Why the torus doubles the ring's α part.** The ring sends r → r + 1, and on a 2 x 4
+# torus (rank = row·4 + column) two of those steps are not neighbours: 3 → 4 and 7 → 0 change
+# row *and* column, so their messages cross two links and pay α twice. Every round waits for
+# its slowest transfer, so every round pays 2α: 140 µs instead of 70. The bytes still cross
+# each link once, so the β part is unchanged. Laid along a cycle of neighbours,
+# 0-1-2-3-7-6-5-4, the same ring pays α once per round again (the last line above).
+#
 # On the ring of links the bidirectional ring's bandwidth time is **half** the ring's: the
 # ring leaves every link's reverse direction idle. On a switch both directions leave a rank by
 # one port, and the two take the same time. Run one matching at a time, as jaxcoll's executor
@@ -458,14 +517,12 @@ print("on the ring of links, the choice on paper:",
 #
 # ## Summary
 #
-# - Every arrow of the figure is checked on the schedules: AllReduce = ReduceScatter +
-#   AllGather = Reduce + Broadcast; Broadcast = Scatter + AllGather; AllGather, ReduceScatter
-#   and AllToAll are n Broadcasts, Reduces and Scatters; fan-ins are fan-outs reversed, and
-#   the same pairs are transposes (`jax.vjp`).
+# - Every arrow of the figures is checked on the schedules; fan-ins are fan-outs reversed,
+#   and the same pairs are transposes (`jax.vjp`).
 # - Every algorithm needs ⌈log₂ n⌉ rounds and the bytes some rank must send; no allreduce
 #   meets both bounds.
-# - A round's cost depends on the links: the bidirectional ring halves the ring's bandwidth
-#   time on full-duplex neighbour links and equals it on a switch.
+# - A round's cost depends on the links: how many each message crosses (the torus) and
+#   whether both directions of a link work at once (the bidirectional ring).
 #
 # ## Try it
 #

@@ -266,3 +266,145 @@ def _tree_layout(children, rank, depth=0, place=None):
     next_leaf = 1 + max((x for x, _ in place.values()), default=-1)
     place[rank] = (sum(xs) / len(xs) if xs else next_leaf, depth)
     return place
+
+
+# ----------------------------------------------------------------------------- butterflies
+
+def _partner_rule(round_, n_ranks: int, sign: int = 0) -> str:
+    """'r ⊕ d' or 'r + d' / 'r − d' if that one rule names every receiver of the round, else
+    ''. ``sign`` (+1 or -1, from the round before): offsets first, written with that sign."""
+    pairs = [(t.src, t.dst) for t in round_]
+    offsets = [d for d in range(1, n_ranks) if all(dst == (src + d) % n_ranks for src, dst in pairs)]
+    xors = [d for d in range(1, max(n_ranks, 2)) if all(dst == src ^ d for src, dst in pairs)]
+    if xors and not (sign and offsets):
+        return f"r ⊕ {xors[0]}"
+    if offsets:
+        d = offsets[0]
+        minus = sign < 0 if sign else d > n_ranks - d
+        return f"r − {n_ranks - d}" if minus else f"r + {d}"
+    return ""
+
+
+def butterflies(schedules: dict):
+    """Schedules {title: schedule} as butterflies: ranks as rows, rounds as columns, each
+    transfer a line from its sender (left of the round) to its receiver (right), the thicker
+    the more of the buffer it carries, dashed if added in, solid if copied; under each round
+    its partner rule (r ⊕ d: exchange with the rank whose number differs in bit d)."""
+    import matplotlib.pyplot as plt
+
+    widths = [max(s.n_rounds, 3) for s in schedules.values()]  # room per round
+    fig, axes = plt.subplots(1, len(schedules), figsize=(1.4 * len(widths) + 0.8 * sum(widths), 4.6),
+                             squeeze=False, gridspec_kw={"width_ratios": widths})
+    for ax, (title, schedule) in zip(axes[0], schedules.items()):
+        ranks, rounds = schedule.n_ranks, schedule.n_rounds
+        rules, sign = [], 0
+        for k, round_ in enumerate(schedule.rounds):
+            rules.append(_partner_rule(round_, ranks, sign))
+            sign = -1 if "−" in rules[-1] else 1 if "+" in rules[-1] else 0
+            for t in round_:
+                share = len(t.chunks) / schedule.n_chunks
+                ax.plot([k, k + 1], [t.src, t.dst], color=plt.cm.tab10(t.src % 10),
+                        lw=0.8 + 4 * share, ls="--" if t.reduce else "-", alpha=0.85)
+        for k in range(rounds + 1):
+            ax.scatter([k] * ranks, range(ranks), s=90, color="white", edgecolor="black",
+                       zorder=3)
+        ax.set_xticks([k + 0.5 for k in range(rounds)],
+                      [f"{k}\n{rule}" for k, rule in enumerate(rules)], fontsize=10)
+        ax.set_xlabel("round (and partner)", fontsize=10)
+        ax.set_yticks(range(ranks), [f"rank {r}" for r in range(ranks)], fontsize=10)
+        ax.set_ylim(ranks - 0.5, -0.5)
+        ax.tick_params(length=0)
+        ax.set_title(f"{title}\n{rounds} rounds", fontsize=11)
+        for side in ax.spines.values():
+            side.set_visible(False)
+    fig.tight_layout()
+    return fig
+
+
+# ----------------------------------------------------------------------------- relations
+
+RELATION_PLACES = {"allreduce": (0.0, 3.5), "reduce_scatter": (-2.9, 2.4),
+                   "allgather": (2.9, 2.4), "reduce": (-1.4, 1.1), "broadcast": (1.4, 1.1),
+                   "gather": (-2.9, -0.1), "scatter": (2.9, -0.1), "alltoall": (0.0, -0.6)}
+MIRROR_PLACES = {"allreduce": (0.0, 4.4), "reduce_scatter": (-2.8, 3.1), "allgather": (2.8, 3.1),
+                 "reduce": (-2.8, 1.5), "broadcast": (2.8, 1.5), "gather": (-2.8, -0.1),
+                 "scatter": (2.8, -0.1), "alltoall": (0.0, -1.2)}  # fan-in left, fan-out right
+
+
+def relation_figure(arrows, *, title: str, legend=(), notes=None, places=None):
+    """The eight primitives as boxes (grey where no arrow touches them) joined by ``arrows``
+    [(from, to, colour, label, style)], style "-|>" one way, "<|-|>" both ways, ":" dotted
+    one way; a pair joined more than once bends apart. ``legend`` [(colour, text)] goes under
+    the figure, ``notes`` {primitive: text} under a box's name; ``places`` {primitive: (x, y)}
+    (default ``RELATION_PLACES``)."""
+    import textwrap
+
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
+
+    notes, places = notes or {}, places or RELATION_PLACES
+    top, bottom = max(y for _, y in places.values()) + 0.5, min(y for _, y in places.values()) - 0.5
+    fig, ax = plt.subplots(figsize=(9, 1.2 + top - bottom + 0.3 * len(legend)))
+    ax.set(xlim=(-4.3, 4.3), aspect="equal")
+    ax.axis("off")
+    ax.set_title(title, fontsize=13)
+    used = {p for a, b, *_ in arrows for p in (a, b)} | set(notes)
+    boxes = {}
+    for name, (x, y) in places.items():
+        text = name + (f"\n{notes[name]}" if name in notes else "")
+        width, height = 0.115 * max(map(len, text.split("\n"))) + 0.3, 0.3 * text.count("\n") + 0.42
+        boxes[name] = FancyBboxPatch((x - width / 2, y - height / 2), width, height, zorder=3,
+                                     boxstyle="round,pad=0.02,rounding_size=0.08",
+                                     facecolor="#f4f4f4" if name in used else "white",
+                                     edgecolor="#333333" if name in used else "#cccccc")
+        ax.add_patch(boxes[name])
+        ax.text(x, y, text, ha="center", va="center", fontsize=12, zorder=4,
+                fontweight="bold" if name in used else "normal",
+                color="black" if name in used else "#bbbbbb")
+    seen = Counter()
+    for a, b, colour, label, style in arrows:
+        pair = frozenset((a, b))
+        bend = (0.0, 0.18, -0.18)[seen[pair] % 3] * (1 if a < b else -1)  # same side either way
+        seen[pair] += 1
+        (x0, y0), (x1, y1) = places[a], places[b]
+        ax.add_patch(FancyArrowPatch((x0, y0), (x1, y1), patchA=boxes[a], patchB=boxes[b],
+                                     arrowstyle="-|>" if style == ":" else style,
+                                     mutation_scale=18, lw=2, color=colour, zorder=2,
+                                     linestyle=":" if style == ":" else "-",
+                                     connectionstyle=f"arc3,rad={bend}"))
+        if label:  # on the middle of the (bent) arrow
+            mx, my = (x0 + x1) / 2 + bend * (y1 - y0) / 2, (y0 + y1) / 2 - bend * (x1 - x0) / 2
+            ax.text(mx, my, label, ha="center", va="center", fontsize=10, color=colour, zorder=5,
+                    bbox=dict(boxstyle="round,pad=0.2", facecolor="white", edgecolor=colour,
+                              lw=0.6))
+    lines = 0
+    for colour, text in legend:  # long entries wrapped, each under the one before
+        text = textwrap.fill(text, 95, subsequent_indent="    ")
+        ax.text(-4.2, bottom - 0.15 - 0.3 * lines, text, color=colour, fontsize=11, va="top")
+        lines += text.count("\n") + 1
+    ax.set_ylim(bottom - 0.2 - 0.3 * lines, top)
+    fig.tight_layout()
+    return fig
+
+
+def permutes_run(program, *args) -> tuple[int, int]:
+    """(written, run): the collective-permutes in the compiled program's text, and how many
+    run per call, each inside a ``while`` loop counted once per trip (XLA's known trip count)."""
+    computations = {}
+    for block in re.split(r"\n(?=\S)", compiled_text(program, *args)):
+        name = re.match(r"(?:ENTRY )?%?([\w.\-]+)", block)
+        if name:
+            computations["ENTRY" if block.startswith("ENTRY") else name[1]] = block
+
+    def run(name: str) -> int:
+        text = computations[name]
+        loops = re.findall(r"while\(.*?body=%([\w.\-]+).*?\"known_trip_count\":\{\"n\":\"(\d+)\"",
+                           text)
+        assert text.count(" while(") == len(loops), f"a while loop of unknown trip count in {name}"
+        return (len(_PERMUTE_OP.findall(text))
+                + sum(int(trips) * run(body) for body, trips in loops))
+
+    return len(_PERMUTE_OP.findall("\n".join(computations.values()))), run("ENTRY")
+
+
+_PERMUTE_OP = re.compile(r"\bcollective-permute(?:-start)?\(")
