@@ -7,8 +7,9 @@ with an ``axis_name``), on every rank at once:
 1. The caller's ``(n_blocks, block_len)`` buffer is padded and cut into the schedule's
    ``(n_chunks, chunk_len)`` layout.
 2. It traces the schedule's lowering plan (plan.py, numpy only, cached per schedule): one
-   ``ppermute`` per matching of each round, the chunk ids as constant tables indexed by
-   ``lax.axis_index``, consecutive identical rounds as one ``lax.fori_loop``.
+   ``ppermute`` per matching of each round, the chunk ids computed from ``lax.axis_index``
+   by their symmetry (``(base + rank) mod n`` for a ring) or read from a table,
+   consecutive identical rounds as one ``lax.fori_loop``.
 3. ``ppermute`` gets the axis names in the mesh's order and its pairs renumbered to match
    (``_compat.AxisPlan``), so a tuple axis in any order numbers ranks as ``lax.axis_index``.
 4. The result is unpadded back to ``(n_blocks, block_len)``.
@@ -27,7 +28,7 @@ from jax import lax
 from . import _compat, codec
 from ._compat import AxisPlan, serialize_collectives
 from .compression import Compress
-from .plan import Segment, full_permutation, lower
+from .plan import Ids, Segment, full_permutation, lower
 from .schedules import Schedule
 
 Combine = Callable[[jnp.ndarray, jnp.ndarray], jnp.ndarray]
@@ -53,6 +54,35 @@ def _row(table: np.ndarray, step, me):
         return lax.dynamic_index_in_dim(jnp.asarray(table[0]), me, 0, keepdims=False)
     at_step = lax.dynamic_index_in_dim(jnp.asarray(table), step, 0, keepdims=False)
     return lax.dynamic_index_in_dim(at_step, me, 0, keepdims=False)
+
+
+def _ids(ids: Ids, step, me):
+    """This rank's chunk ids at ``step`` (traced or not), computed from their compact form."""
+    def at_step(array):  # array[step]
+        if array.shape[0] == 1:
+            return jnp.asarray(array[0])
+        return lax.dynamic_index_in_dim(jnp.asarray(array), step, 0, keepdims=False)
+
+    if ids.kind == "affine":
+        base, stride, offset, per_step = map(at_step, ids.arrays)
+        row = offset + (base + per_step * step + stride * me) % ids.modulus
+    elif ids.kind == "xor":
+        row = at_step(ids.arrays[0]) ^ me
+    elif ids.kind == "rows":  # the taking-part ranks' rows; everyone else the default
+        ranks, rows, default = ids.arrays
+        hit = jnp.asarray(ranks) == me  # (n taking part,)
+        mine = at_step(rows)[jnp.argmax(hit)]
+        row = jnp.where(hit.any(), mine, at_step(default))
+    else:
+        row = _row(ids.arrays[0], step, me)
+    if ids.first_only:  # a run c, c+1, ...
+        row = row[0] + jnp.arange(ids.n_moved, dtype=row.dtype)
+    return row
+
+
+def _flag(mask: Ids, me):
+    """This rank's entry of a per-rank mask (one step, one id) as a bool."""
+    return _ids(mask, 0, me)[0] != 0
 
 
 def after(value, previous):
@@ -117,15 +147,15 @@ def _run_segment(segment: Segment, carry, plan: AxisPlan, combine: Combine,
             return out
         # Which NaN combine returns depends on operand order, which the compiler may change:
         # pick it explicitly, the lower rank's first.
-        lower = jnp.where(_row(sender_first, 0, me), got, old)
-        higher = jnp.where(_row(sender_first, 0, me), old, got)
+        lower = jnp.where(_flag(sender_first, me), got, old)
+        higher = jnp.where(_flag(sender_first, me), old, got)
         nan = jnp.where(jnp.isnan(lower), lower, jnp.where(jnp.isnan(higher), higher, out))
         return jnp.where(jnp.isnan(out), nan, out)
 
     def one_round(step, carry):
         buf, residual = carry
         # Every matching of the round reads the buffer as it was before the round.
-        send_ids = [_row(table, step, me) for table in segment.send_ids]
+        send_ids = [_ids(table, step, me) for table in segment.send_ids]
         outgoing = [_take(buf, ids, contiguous)
                     for ids, contiguous in zip(send_ids, segment.send_contiguous)]
         if compress is None:
@@ -151,21 +181,23 @@ def _run_segment(segment: Segment, carry, plan: AxisPlan, combine: Combine,
 
     def write_round(step, buf, received):
         if segment.one_write:  # one scatter for the whole round
-            ids = [_row(table, step, me) for table in segment.dropping_ids]
+            ids = [_ids(table, step, me) if mask is None else  # others' ids past the end
+                   jnp.where(_flag(mask, me), _ids(table, step, me), buf.shape[0])
+                   for table, mask in zip(segment.recv_ids, segment.receivers)]
             got = [reduce(_take(buf, i, False), r, segment.lower_sender_first[j]) if m.reduce
                    else r
                    for j, (i, r, m) in enumerate(zip(ids, received, segment.matchings))]
             return buf.at[jnp.concatenate(ids)].set(jnp.concatenate(got), mode="drop")
         for j, matching in enumerate(segment.matchings):
             got = received[j]
-            ids = _row(segment.recv_ids[j], step, me)
+            ids = _ids(segment.recv_ids[j], step, me)
             receivers = segment.receivers[j]
             if matching.reduce or receivers is not None:
                 old = _take(buf, ids, segment.recv_contiguous[j])
                 if matching.reduce:
                     got = reduce(old, got, segment.lower_sender_first[j])
                 if receivers is not None:  # ranks outside the matching keep theirs
-                    got = jnp.where(_row(receivers, 0, me), got, old)
+                    got = jnp.where(_flag(receivers, me), got, old)
             buf = _put(buf, ids, got, segment.recv_contiguous[j])
         return buf
 

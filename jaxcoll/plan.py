@@ -7,10 +7,13 @@ Plain numpy, no JAX: the executor (execute.py) only traces what is decided here.
   once and receives at most once, all moving the same number of chunks the same way (copy or
   reduce); ``split_round`` cuts a round into them. All of them read the buffer as it was
   before the round.
-- Which chunks a rank sends and receives are small constant tables (n_steps, n_ranks,
-  n_moved), indexed at run time by ``lax.axis_index``. Consecutive rounds with the same
-  matchings form one *segment*: one ``lax.fori_loop`` over the stacked tables, so the ring's
-  compiled program keeps its size as n grows.
+- Which chunks a rank sends and receives are tables (n_steps, n_ranks, n_moved), indexed at
+  run time by ``lax.axis_index``, stored as compactly as their symmetry allows (``Ids``): a
+  ring's ids are ``(base + rank) mod n``, recursive doubling's ``base ^ rank``, a rooted
+  round's only its participants' rows, and a run c, c+1, ... only its first id; the full table
+  only where none of these holds. Consecutive rounds with the same matchings form one
+  *segment*: one ``lax.fori_loop`` over the stacked tables. So a program grows with its
+  rounds, not with n x rounds.
 - The write mode: one scatter for the whole round (``one_write``), or one write per matching.
 - The NaN order: partners that reduce into each other (recursive doubling) must compute the
   same bits, NaNs included: both keep the lower rank's NaN (``lower_sender_first``).
@@ -19,7 +22,7 @@ Plain numpy, no JAX: the executor (execute.py) only traces what is decided here.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, partial
 
 import numpy as np
 
@@ -35,6 +38,98 @@ class Matching:
     reduce: bool
 
 
+@dataclass(frozen=True, eq=False)
+class Ids:
+    """A (n_steps, n_ranks, n_moved) table of chunk ids, stored by its symmetry.
+
+    ``kind``: "affine": ``offset + (base + per_step * step + stride * rank) mod modulus``
+    (rotations: rings, pairwise); "xor": ``base ^ rank`` (recursive doubling, halving); "rows": ``rows[step, j]``
+    for rank ``ranks[j]``, ``default[step]`` for every other rank (rounds that few ranks take
+    part in); "table": as it is. ``base``, ``stride``, ``offset``: (n_steps, n_moved). With
+    ``first_only`` only each row's first id is kept (its ids are a run c, c+1, ...).
+    """
+
+    kind: str
+    n_steps: int
+    n_moved: int
+    # per kind: affine (base, stride, offset, per_step), xor (base,), rows (ranks, rows,
+    # default), table (table,)
+    arrays: tuple
+    modulus: int = 0
+    first_only: bool = False
+
+    def table(self, n_ranks: int) -> np.ndarray:
+        """The full (n_steps, n_ranks, n_moved) table back (numpy; the executor computes one
+        rank's row of it in JAX)."""
+        rank = np.arange(n_ranks)[None, :, None]
+        if self.kind == "affine":
+            base, stride, offset, per_step = self.arrays
+            base = base + per_step * np.arange(self.n_steps)[:, None]
+            values = offset[:, None] + (base[:, None] + stride[:, None] * rank) % self.modulus
+        elif self.kind == "xor":
+            values = self.arrays[0][:, None] ^ rank
+        elif self.kind == "rows":
+            ranks, rows, default = self.arrays
+            values = np.repeat(default[:, None], n_ranks, axis=1)
+            values[:, ranks] = rows
+        else:
+            values = self.arrays[0]
+        if self.first_only:
+            values = values[..., :1] + np.arange(self.n_moved)
+        return values.astype(np.int32)
+
+
+def compact(table: np.ndarray, first_only: bool = False, n_chunks: int = 0) -> Ids:
+    """``table`` (n_steps, n_ranks, n_moved) in the most compact form that reproduces it
+    (``n_chunks``: the schedule's, a modulus worth trying)."""
+    n_steps, n_ranks, n_moved = table.shape
+    form = partial(Ids, n_steps=n_steps, n_moved=n_moved, first_only=first_only)
+    if first_only:
+        table = table[..., :1]
+    ranks = np.arange(n_ranks)[None, :, None]
+    first = table[:, 0, :]  # (n_steps, n_moved)
+    if n_ranks > 1:
+        for modulus in sorted({int(table.max()) + 1, n_ranks, n_chunks} - {0}):
+            offset = first // modulus * modulus
+            base, stride = first - offset, (table[:, 1, :] - first) % modulus
+            values = offset[:, None] + (base[:, None] + stride[:, None] * ranks) % modulus
+            if np.array_equal(values, table):
+                return form(kind="affine", arrays=_int32(*_over_steps(base, stride, offset,
+                                                                      modulus)),
+                            modulus=modulus)
+        if np.array_equal(first[:, None] ^ ranks, table):
+            return form(kind="xor", arrays=_int32(first))
+    per_rank = table.transpose(1, 0, 2).reshape(n_ranks, -1)  # (n_ranks, n_steps·n_moved)
+    rows, counts = np.unique(per_rank, axis=0, return_counts=True)
+    default = rows[np.argmax(counts)]  # what most ranks hold: the idle ones'
+    taking_part = np.flatnonzero((per_rank != default).any(axis=1))
+    if 0 < len(taking_part) <= n_ranks // 2:
+        return form(kind="rows", arrays=_int32(taking_part, table[:, taking_part],
+                                               default.reshape(n_steps, -1)))
+    return form(kind="table", arrays=_int32(table))
+
+
+def _over_steps(base, stride, offset, modulus: int) -> tuple:
+    """(base, stride, offset, per_step) of an affine table: where the rounds of a loop move
+    its ids by a constant (a ring's (r - step) mod n), one row each and ``per_step``;
+    otherwise a row per step and ``per_step`` 0."""
+    per_step = (base[1:2] - base[:1]) % modulus  # (1, n_moved)
+    steps = np.arange(base.shape[0])[:, None]
+    if (base.shape[0] > 1 and (stride == stride[0]).all() and (offset == offset[0]).all()
+            and np.array_equal((base[0] + per_step * steps) % modulus, base)):
+        return base[:1], stride[:1], offset[:1], per_step
+    return base, stride, offset, np.zeros_like(base[:1])
+
+
+def _compact_mask(mask: np.ndarray | None) -> Ids | None:
+    """A (1, n_ranks) boolean mask as compact Ids (1 where True)."""
+    return None if mask is None else compact(mask.astype(np.int32)[..., None])
+
+
+def _int32(*arrays) -> tuple:
+    return tuple(np.asarray(a, dtype=np.int32) for a in arrays)
+
+
 @dataclass(frozen=True)
 class Segment:
     """Consecutive rounds made of the same matchings, run as one loop over chunk-id tables.
@@ -44,22 +139,20 @@ class Segment:
     """
 
     matchings: tuple[Matching, ...]
-    send_ids: tuple[np.ndarray, ...]
-    recv_ids: tuple[np.ndarray, ...]
-    # per matching: (1, n_ranks) True where a rank receives (None: every rank does)
-    receivers: tuple[np.ndarray | None, ...]
+    send_ids: tuple[Ids, ...]
+    recv_ids: tuple[Ids, ...]
+    # per matching: 1 where a rank receives, as Ids of one step and one id (None: every rank)
+    receivers: tuple[Ids | None, ...]
     # per matching: (1, n_ranks) True where a rank's sender is the lower rank, for a reducing
     # matching whose partners send to each other (None: the order doesn't matter)
-    lower_sender_first: tuple[np.ndarray | None, ...]
-    # per matching: recv_ids with the ids of ranks outside it past the end (dropped)
-    dropping_ids: tuple[np.ndarray, ...]
+    lower_sender_first: tuple[Ids | None, ...]
     send_contiguous: tuple[bool, ...]  # rows c, c+1, ...: a dynamic slice serves
     recv_contiguous: tuple[bool, ...]
     one_write: bool  # one scatter writes the whole round
 
     @property
     def n_steps(self) -> int:
-        return self.send_ids[0].shape[0]
+        return self.send_ids[0].n_steps
 
 
 def _chunk_table(transfers: list[Transfer], n_ranks: int, sending: bool) -> np.ndarray:
@@ -116,10 +209,14 @@ def _segment(matchings, send_ids, recv_ids, n_ranks: int, n_chunks: int) -> Segm
                          for table, mask in zip(recv_ids, receivers))
     one_write = ((len(matchings) > 1 or send_ids[0].shape[0] == 1)
                  and _distinct_per_rank(dropping_ids, n_chunks))
-    return Segment(matchings, send_ids, recv_ids, tuple(receivers),
-                   tuple(_lower_sender_first(m, n_ranks) for m in matchings), dropping_ids,
-                   tuple(map(_contiguous, send_ids)), tuple(map(_contiguous, recv_ids)),
-                   one_write)
+    send_contiguous = tuple(map(_contiguous, send_ids))
+    recv_contiguous = tuple(map(_contiguous, recv_ids))
+    return Segment(matchings,
+                   tuple(compact(t, c, n_chunks) for t, c in zip(send_ids, send_contiguous)),
+                   tuple(compact(t, c, n_chunks) for t, c in zip(recv_ids, recv_contiguous)),
+                   tuple(map(_compact_mask, receivers)),
+                   tuple(_compact_mask(_lower_sender_first(m, n_ranks)) for m in matchings),
+                   send_contiguous, recv_contiguous, one_write)
 
 
 def _contiguous(table: np.ndarray) -> bool:
