@@ -275,6 +275,14 @@ print("every collective-permute of the hand ring has source_target_pairs", sorte
 lesson.show(ring4)
 
 # %% [markdown]
+# The same ring to step through: Next or → plays a round, with its arrows, the bytes it moves
+# and its time in the model; the colours are the verifier's states. `jaxcoll.pictures.html`
+# draws any schedule this way (`-o ring.html` on the shell writes the page to a file).
+
+# %%
+jaxcoll.pictures.html(ring4)
+
+# %% [markdown]
 # ## 7. Naive vs ring: counting bytes
 #
 # `lesson.traffic(schedule, N)` adds up, from a schedule, the bytes each rank sends and

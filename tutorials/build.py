@@ -9,6 +9,7 @@ pair is out of sync):
     python tutorials/build.py 01_ring_allreduce.py
 """
 
+import os
 import sys
 import time
 from pathlib import Path
@@ -25,7 +26,11 @@ def sources() -> list[Path]:
 
 
 def execute(source: Path, timeout: int = 600):
-    """Run ``source`` as a notebook in a fresh kernel (in the tutorials folder); return it run."""
+    """Run ``source`` as a notebook in a fresh kernel (in the tutorials folder); return it run.
+
+    ``auto`` there uses the calibrations shipped with jaxcoll (JAXCOLL_CALIBRATE=0), so the
+    notebooks print the same choices on every machine and never stop to time algorithms."""
+    os.environ.setdefault("JAXCOLL_CALIBRATE", "0")  # the kernel inherits it
     notebook = jupytext.read(source)
     client = nbclient.NotebookClient(notebook, timeout=timeout, kernel_name="python3",
                                      resources={"metadata": {"path": str(HERE)}})
