@@ -9,9 +9,8 @@
 # %% [markdown]
 # # 09 · Collectives in sharded matmuls
 #
-# The earlier notebooks asked how to run a collective. This one asks where a model's
-# collectives come from: mostly from sharded matrix multiplies, and a short notation tells
-# you which one each needs.
+# Where do a model's collectives come from? Mostly from sharded matrix multiplies, and a
+# short notation tells you which one each needs.
 #
 # **What you will learn**
 #
@@ -204,8 +203,8 @@ print("case 3:", jaxcoll_calls(case3_allreduce, A, B), "or",
 # - relu works element by element, and every element of H is whole on its device.
 # - `H[B, F_X] · W2[F_X, D] -> Y[B, D]{U_X}`: case 3, so one AllReduce.
 #
-# One collective per MLP, none in the middle. Sharding W1 by rows instead would leave H
-# unreduced, and relu of a partial sum is not the relu of the sum.
+# One collective per MLP. Sharding W1 by rows instead would leave H unreduced, and relu of a
+# partial sum is not the relu of the sum.
 
 # %%
 batch, D, F = 16, 16, 64        # tokens, model width, hidden width
@@ -252,21 +251,17 @@ print("AllGather + ReduceScatter send exactly the bytes of the AllReduce they re
 # %% [markdown]
 # ## 4. FSDP: the gradient of an AllGather is a ReduceScatter
 #
-# Data parallelism keeps a whole copy of the weights on every device and allreduces the
-# gradients. FSDP (ZeRO-3, Rajbhandari et al., 2020) keeps only a shard, `W[D_X, F]`, and
-# gathers the whole W just before it is used. The batch is sharded as in data parallelism,
-# over the same axis: `X[B_X, D]`.
+# Data parallelism keeps a whole copy of the weights on every device. FSDP (ZeRO-3,
+# Rajbhandari et al., 2020) keeps a shard, `W[D_X, F]`, and gathers W just before use; the
+# batch is sharded over the same axis, `X[B_X, D]`.
 #
-# - Forward: AllGather `W[D_X, F] -> W[D, F]`, then `X[B_X, D] · W[D, F] -> Y[B_X, F]`
-#   (case 1).
-# - Backward: `dW = Xᵀ · dY`, which contracts over B. B is sharded on both sides (case 3):
-#   `dW[D, F]{U_X}`, a partial sum. A ReduceScatter gives each device the gradient of its own
-#   shard, `dW[D_X, F]`, and that shard is all it updates.
+# - Forward: AllGather `W[D_X, F] -> W[D, F]`, then `X[B_X, D] · W[D, F] -> Y[B_X, F]` (case 1).
+# - Backward: `dW = Xᵀ · dY` contracts over B, sharded on both sides (case 3): `dW[D, F]{U_X}`.
+#   A ReduceScatter gives each device the gradient of its own shard, `dW[D_X, F]`.
 #
-# Nobody writes that ReduceScatter. It is the **transpose** of the AllGather: the AllGather
-# copies a device's shard to everyone, so its gradient sums what everyone computed for that
-# shard and sends the sum to the shard's owner. jaxcoll's allgather is a JAX primitive whose
-# transpose rule is a reduce_scatter, so `jax.grad` writes it for us:
+# Nobody writes that ReduceScatter: it is the **transpose** of the AllGather, which copies a
+# shard to everyone, so its gradient sums what everyone computed for the shard at its owner.
+# jaxcoll's allgather is a JAX primitive with that transpose rule, so `jax.grad` writes it:
 
 # %%
 D, F = 32, 16
@@ -285,12 +280,16 @@ print("FSDP gradient:", jaxcoll_calls(fsdp_grad, W, X_fsdp))
 
 # %% [markdown]
 # Written that way, the gathered W stays in memory until the backward has used it. Real FSDP
-# frees it after the forward and gathers it again in the backward, so only one layer's W is
-# ever whole. In JAX that is `jax.checkpoint`: the backward recomputes the forward, AllGather
-# included, and the traced program gathers W twice. In this one-layer toy XLA then drops the
-# forward's AllGather, whose only use is the loss `jax.grad` throws away: the compiled
-# program has the same collectives as the one without `jax.checkpoint` (in a real network
-# the forward's result feeds the next layer, and both AllGathers stay).
+# frees it after the forward and gathers it again in the backward: in JAX, `jax.checkpoint`.
+# The traced program then gathers W twice; in this one-layer toy XLA drops the forward's
+# AllGather, whose only use is the loss `jax.grad` throws away (in a real network it feeds the
+# next layer and stays).
+#
+# The compiled program's `collective-permute`s: `algorithm="auto"` picks a schedule for the
+# 256-byte shard, and `jax.grad` runs that schedule's dual as the ReduceScatter. Each round is
+# one `ppermute`; the executor makes a run of rounds with the same partners one loop with one
+# `collective-permute`, and when the partners change every round, each round is its own. The
+# count below comes from the two schedules.
 
 # %%
 fsdp_grad_remat = sharded((P("X"), P("X")), P("X"))(jax.grad(jax.checkpoint(fsdp_loss)))
@@ -300,6 +299,22 @@ assert counted == {"allgather": 2, "reduce_scatter": 1}
 compiled = collectives_in(fsdp_grad_remat, W, X_fsdp)  # the optimized HLO's collective ops
 assert compiled == collectives_in(fsdp_grad, W, X_fsdp)  # the forward's AllGather is gone
 print("traced:", dict(counted), "compiled:", dict(compiled), "as without jax.checkpoint")
+
+
+def compiled_permutes(schedule):
+    """The collective-permutes jaxcoll's executor compiles `schedule` to: one per run of
+    consecutive rounds with the same (src, dst) pairs (a run of several becomes a loop)."""
+    pairs = [sorted((t.src, t.dst) for t in round_) for round_ in schedule.rounds]
+    return sum(1 for k, p in enumerate(pairs) if k == 0 or p != pairs[k - 1])
+
+
+gather_schedule = jaxcoll.schedule("allgather", jaxcoll.choose("allgather", n, W.nbytes // n), n)
+its_dual = jaxcoll.symbolic.dual(gather_schedule)   # what jax.grad runs: the ReduceScatter
+assert compiled == {"collective-permute": compiled_permutes(gather_schedule)
+                    + compiled_permutes(its_dual)}
+print(f"auto's AllGather for a {W.nbytes // n}-byte shard: {gather_schedule.name!r}, "
+      f"{gather_schedule.n_rounds} rounds -> {compiled_permutes(gather_schedule)} "
+      f"collective-permutes; its dual: {compiled_permutes(its_dual)}")
 
 # %% [markdown]
 # Two AllGathers and a ReduceScatter per step, each (n-1)/n of the weights' N bytes, against
@@ -316,10 +331,21 @@ for ranks in (2, 8, 64):
           f"data parallel {data_parallel / 2**20:6.1f} MiB: x{fsdp / data_parallel:.2f}")
 
 # %% [markdown]
-# 1.5 times the bytes, for weights, gradients and optimizer state in 1/n of the memory. Each
-# layer's AllGather can start while the layer before computes, so the extra bytes are often
-# hidden. ZeRO-2 (`examples/zero_sharded.py`) keeps whole weights and sends data
-# parallelism's 2(n-1)/n·N.
+# 1.5 times the bytes, for weights, gradients and optimizer state in 1/n of the memory (and a
+# layer's AllGather can run while the layer before computes). The ZeRO stages, by what each
+# device keeps 1/n of:
+#
+# | stage | sharded | collectives per step | bytes per device |
+# |---|---|---|---|
+# | ZeRO-1 | optimizer state | AllReduce dW (or ReduceScatter + AllGather) | 2(n-1)/n · N |
+# | ZeRO-2 | + gradients | ReduceScatter dW, AllGather the updated W | 2(n-1)/n · N |
+# | ZeRO-3 / FSDP | + weights | AllGather W (twice), ReduceScatter dW | 3(n-1)/n · N |
+#
+# Reduce-scattering the gradients and keeping a chunk of the optimizer state is ZeRO-2
+# (`examples/zero_sharded.py`). The lecture (see notebook 01) says that when "各卡只维护部分参数"
+# ("each card maintains only part of the parameters") a ReduceScatter "就够用了" ("is
+# enough"). For the gradients it is; the updated shards must still reach every device before
+# the next forward, by an AllGather after the update (ZeRO-2) or before each layer (ZeRO-3).
 #
 # ## 5. Mixture of experts: AllToAll there and back
 #
@@ -379,9 +405,42 @@ print("tokens per expert:", np.bincount(chosen, minlength=E))
 # %% [markdown]
 # An AllToAll only moves values, so the layer equals `lax.all_to_all`'s bit for bit. Each
 # sends (n-1)/n of the buffer, and the backward has two more (an AllToAll's transpose is an
-# AllToAll). Here C = T, so no token is dropped but the buffer is E = 8 times the tokens; real
-# models take C ≈ 1.25 T/E and drop the overflow, as `route` would (`one_hot(slot, C)` is
-# zero for slot >= C).
+# AllToAll).
+#
+# **The imbalance.** This router is untrained: the busiest expert gets more than twice its
+# share of 16 tokens, the idlest less than half (printed below). The buffer's shape is fixed,
+# so each expert processes n·C slots whatever arrives. With C = T nothing is dropped, but the
+# buffer is E = 8 times the tokens, 7/8 padding, sent twice each way. Real models take a
+# capacity factor, C = ⌈1.25·T/E⌉, and drop the overflow (`route` would: `one_hot(slot, C)` is
+# zero for slot >= C; a dropped token skips the layer through the residual connection):
+
+# %%
+per_source = np.stack([np.bincount(chosen[d * T:(d + 1) * T], minlength=E)
+                       for d in range(n)])                   # (source device, expert): tokens
+per_expert = per_source.sum(axis=0)                         # (E,)
+assert per_expert.sum() == n * T and per_source.max() <= C  # C = T: nothing dropped
+padding = 1 - n * T / (n * E * C)                           # slots with no token
+capacity = int(np.ceil(1.25 * T / E))                       # capacity factor 1.25: 3 slots
+dropped = int(np.maximum(per_source - capacity, 0).sum())
+kept_padding = 1 - (n * T - dropped) / (n * E * capacity)
+f, mean_prob = per_expert / (n * T), np.asarray(probs).mean(axis=0)
+balance_loss = E * float(np.sum(f * mean_prob))             # Switch Transformer's
+print(f"busiest expert {per_expert.max()} tokens, idlest {per_expert.min()}, mean {T}")
+print(f"C = T = {C}: {padding:.0%} of the slots are padding, no token dropped")
+print(f"C = {capacity}: {dropped} of {n * T} tokens dropped ({dropped / (n * T):.0%}), "
+      f"{kept_padding:.0%} of the slots padding")
+print(f"load-balancing loss E·Σ f_e·P_e = {balance_loss:.2f} (1 when balanced)")
+assert padding == 1 - 1 / E and per_expert.max() >= 2 * T and per_expert.min() <= T / 2
+assert 0.1 < dropped / (n * T) < 0.25 and balance_loss > 1.1
+assert 0.4 < kept_padding < 0.5
+
+# %% [markdown]
+# Padding or dropping: C = 3 drops about a sixth of the tokens (those beyond 3 per source and
+# expert) and still pads almost half the slots, at the idle experts. The cure is a balanced
+# router: Switch Transformer (Fedus et al., 2021) adds E·Σ f_e·P_e to the loss (f_e: the
+# fraction of tokens sent to expert e, P_e: the router's mean probability for e), 1 when both
+# are uniform. A ragged all-to-all (`lax.ragged_all_to_all`) sends each block at its real size:
+# no padding, no drops, but the busiest expert still sets the step's pace.
 #
 # ## 6. Sequence parallelism with AllToAll (Ulysses)
 #
@@ -428,9 +487,9 @@ for ranks in (2, 4, 8):
           f"per device (x{ring_bytes / ulysses_bytes:.0f})")
 
 # %% [markdown]
-# Ring/Ulysses = n/2. But Ulysses needs n <= H (the KV heads, with grouped-query attention),
-# and attention waits for its AllToAlls, while ring attention's transfers overlap the blocks'
-# compute (notebook 07). Long-context systems often use Ulysses inside a node, ring across.
+# Ring/Ulysses = n/2. But Ulysses needs n <= H (the KV heads, with grouped-query attention)
+# and waits for its AllToAlls, while ring attention's transfers overlap compute (notebook 07).
+# Long-context systems often use Ulysses inside a node, ring across.
 #
 # ## 7. Summary: a forward and a backward pass of each
 #

@@ -1,65 +1,108 @@
-"""One process of tutorial 10's multi-process run; start several with the launcher:
+"""Tutorial 10's multi-process run, and the plumbing the notebook uses to start it.
+
+Run as a script under the launcher, it is one process of the run:
 
     python -m jaxcoll.launch --nproc 4 --devices-per-proc 1 -- python tutorials/_across_processes_demo.py
 
 Each process joins the others, builds one mesh of every process's devices, and runs the same
 allreduce three ways (jaxcoll's ring, lax.psum, jaxcoll's auto) on integer-valued float32
-inputs. Process 0 prints one line of JSON: the mismatches (all processes' counts added up),
-the collectives each compiled program contains, and the transport and algorithm auto chose.
+inputs. Process 0 prints one line, ``RESULT {json}``: the mismatches (all processes' counts
+added up), what each compiled program contains (its collectives, the bytes of each
+collective-permute, the trip counts of its loops), the transport and what auto chose.
+
+Imported (by the notebook), it only offers :func:`launch` and :func:`result`.
 """
 
-import jaxcoll.distributed
-
-jaxcoll.distributed.initialize()  # before any other JAX work: join the other processes
+from __future__ import annotations
 
 import json
-import re
+import os
+import subprocess
+import sys
+from pathlib import Path
 
-import jax
-import numpy as np
-from jax import lax
-from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
-
-import jaxcoll
-from jaxcoll.distributed import gather, local_blocks
-
-AXIS = "i"
-mesh = Mesh(np.array(jax.devices()), (AXIS,))  # every process's devices, process 0's first
-n = mesh.size
+COUNT = 100_000  # float32 values per rank: 400 kB
 
 
-def program(allreduce):
-    """jit(shard_map): row r of an (n, count) array is rank r's x; every rank gets the sum."""
-    return jax.jit(jax.shard_map(lambda rows: allreduce(rows[0])[None], mesh=mesh,
-                                 in_specs=P(AXIS), out_specs=P(AXIS)))
+def launch(nproc: int, *command: str, devices_per_proc: int = 1) -> str:
+    """Run ``command`` as ``nproc`` processes under ``python -m jaxcoll.launch``; their
+    output, each line prefixed ``[rank k]``. The processes get their coordinates from the
+    launcher, not from the caller's ``JAX_*`` variables, which are left out."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("JAX_")}
+    done = subprocess.run([sys.executable, "-m", "jaxcoll.launch", "--nproc", str(nproc),
+                           "--devices-per-proc", str(devices_per_proc), "--timeout", "240",
+                           "--", *command], capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    return done.stdout
 
 
-programs = {"ring": program(lambda x: jaxcoll.ring_allreduce(x, AXIS)),
-            "psum": program(lambda x: lax.psum(x, AXIS)),
-            "auto": program(lambda x: jaxcoll.allreduce(x, AXIS))}
+def result(nproc: int) -> dict:
+    """Launch this script on ``nproc`` one-device processes; process 0's RESULT, parsed."""
+    output = launch(nproc, sys.executable, str(Path(__file__).resolve()))
+    (line,) = [line for line in output.splitlines() if " RESULT " in line]
+    return json.loads(line.split(" RESULT ", 1)[1])
 
-# Every process makes the same (n, count) array and hands JAX the rows it holds.
-values = np.random.default_rng(0).integers(-8, 9, (n, 100_000)).astype(np.float32)
-x = jax.make_array_from_callback(values.shape, NamedSharding(mesh, P(AXIS)),
-                                 lambda index: values[index])
-exact = values.sum(axis=0)  # integers: every order of the sum gives these bits
 
-wrong = {}
-for name, run in programs.items():
-    rows = local_blocks(run(x))  # this process's ranks' results, (1, count) each
-    wrong[name] = sum(int(np.sum(row[0] != exact)) for row in rows)
-wrong = dict(zip(programs, gather(list(wrong.values())).sum(axis=0).tolist()))
+def main():
+    """One process of the run (see the module docstring)."""
+    import jaxcoll.distributed
 
-hlo, loops = {}, {}
-for name, run in programs.items():
-    text = run.lower(x).compile().as_text()
-    ops = re.findall(r"= \S+ (all-reduce|collective-permute|all-gather|reduce-scatter|"
-                     r"all-to-all)(?:-start)?\(", text)
-    hlo[name] = {op: ops.count(op) for op in sorted(set(ops))}
-    loops[name] = [int(trips) for trips in re.findall(r'"known_trip_count":\{"n":"(\d+)"', text)]
+    jaxcoll.distributed.initialize()  # before any other JAX work: join the other processes
 
-if jax.process_index() == 0:
-    print("RESULT " + json.dumps({"processes": jax.process_count(), "ranks": n,
-                                  "wrong": wrong, "hlo": hlo, "loop_trips": loops,
-                                  "transport": jaxcoll.model.transport(),
-                                  "auto": jaxcoll.choose("allreduce", n, values[0].nbytes)}))
+    import re
+
+    import jax
+    import numpy as np
+    from jax import lax
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+    import jaxcoll
+    from jaxcoll.distributed import gather, local_blocks
+
+    axis = "i"
+    mesh = Mesh(np.array(jax.devices()), (axis,))  # every process's devices, process 0's first
+    n = mesh.size
+
+    def program(allreduce):
+        """jit(shard_map): row r of an (n, COUNT) array is rank r's x; every rank gets the sum."""
+        return jax.jit(jax.shard_map(lambda rows: allreduce(rows[0])[None], mesh=mesh,
+                                     in_specs=P(axis), out_specs=P(axis)))
+
+    programs = {"ring": program(lambda x: jaxcoll.ring_allreduce(x, axis)),
+                "psum": program(lambda x: lax.psum(x, axis)),
+                "auto": program(lambda x: jaxcoll.allreduce(x, axis))}
+
+    # Every process makes the same (n, COUNT) array and hands JAX the rows it holds.
+    values = np.random.default_rng(0).integers(-8, 9, (n, COUNT)).astype(np.float32)
+    x = jax.make_array_from_callback(values.shape, NamedSharding(mesh, P(axis)),
+                                     lambda index: values[index])
+    exact = values.sum(axis=0)  # integers: every order of the sum gives these bits
+
+    wrong = {}
+    for name, run in programs.items():
+        rows = local_blocks(run(x))  # this process's ranks' results, (1, COUNT) each
+        wrong[name] = sum(int(np.sum(row[0] != exact)) for row in rows)
+    wrong = dict(zip(programs, gather(list(wrong.values())).sum(axis=0).tolist()))
+
+    compiled = {}
+    for name, run in programs.items():
+        text = run.lower(x).compile().as_text()
+        ops = re.findall(r"= \S+ (all-reduce|collective-permute|all-gather|reduce-scatter|"
+                         r"all-to-all)(?:-start)?\(", text)
+        compiled[name] = {
+            "ops": {op: ops.count(op) for op in sorted(set(ops))},
+            "permute_bytes": [4 * int(np.prod([int(d) for d in dims.split(",") if d]))
+                              for dims in re.findall(r"= f32\[([\d,]*)\]\S* collective-permute\(",
+                                                     text)],
+            "loop_trips": [int(t) for t in re.findall(r'"known_trip_count":\{"n":"(\d+)"', text)]}
+
+    if jax.process_index() == 0:
+        print("RESULT " + json.dumps({
+            "processes": jax.process_count(), "ranks": n, "count": COUNT, "wrong": wrong,
+            "compiled": compiled, "transport": jaxcoll.model.transport(),
+            "collectives_implementation": os.environ.get("JAX_CPU_COLLECTIVES_IMPLEMENTATION"),
+            "auto": jaxcoll.choose("allreduce", n, values[0].nbytes)}))
+
+
+if __name__ == "__main__":
+    main()
