@@ -29,6 +29,13 @@ def test_there_are_tutorials():
 
 
 @pytest.mark.parametrize("source", SOURCES, ids=lambda path: path.stem)
+def test_notebook_is_at_most_4000_words(source):
+    """Every word of its cells, markdown and code (comments included) counts."""
+    words = sum(len(cell.source.split()) for cell in jupytext.read(source).cells)
+    assert words <= 4000, f"{source.name}: {words} words"
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=lambda path: path.stem)
 def test_notebook_matches_its_source(source):
     paired = source.with_suffix(".ipynb")
     assert paired.exists(), f"{paired.name} missing: run python tutorials/build.py {source.name}"

@@ -9,38 +9,35 @@
 # %% [markdown]
 # # 05 · Choosing an algorithm: two bounds, the links, and the crossover
 #
-# The lecture this project grew from (a lecture in Chinese on the collective primitives of
-# distributed training; notebook 01 says what it covers) gives one rule, "如果数据量小，Ring 的启动开销反而大。这时候用
-# Tree AllReduce 更合适" ("if the data is small, the ring's start-up cost is what hurts; then a
-# tree is the better fit"), and one warning, "Ring 算法对网络带宽要求高" ("the ring needs a lot of
-# network bandwidth"). The rule is half right and the warning is backwards. This notebook
-# chooses algorithms with the lower bounds of notebook 04, first on fake CPU devices, then on
-# models of real machines checked against published measurements.
+# The lecture this project grew from (notebook 01) gives one rule,
+# "如果数据量小，Ring 的启动开销反而大。这时候用 Tree AllReduce 更合适" ("if the data is small, the
+# ring's start-up cost is what hurts; then a tree is the better fit"), and one warning,
+# "Ring 算法对网络带宽要求高" ("the ring needs a lot of network bandwidth"). The rule is half
+# right and the warning backwards. This notebook chooses algorithms with notebook 04's lower
+# bounds, on fake CPU devices, then on models of real machines checked against measurements.
 #
 # **What you will learn**
 #
-# - every algorithm trades the **rounds** bound (α, start-ups) against the **bytes** bound
-#   (β, bandwidth); the crossover sits near α/β;
-# - the same trade-off for Broadcast: trees for small messages, scatter + allgather and the
-#   pipelined chain for large ones;
+# - every algorithm trades the **rounds** bound (α, start-ups) against the **bytes** bound (β);
+#   the crossover sits near α/β;
+# - the same trade-off for Broadcast: trees small, scatter + allgather and the pipelined chain
+#   large;
 # - what in-network reduction (NVLS, SHARP) does to the bytes bound;
-# - what `algorithm="auto"` picks and why (`jaxcoll.explain`), and what its per-algorithm
-#   factors are: facts about jaxcoll's executor on this runtime, not about networks;
-# - what 8 fake CPU devices can and cannot tell you;
-# - pricing on **links** (`jaxcoll.simulate`, `jaxcoll.systems`) with parameters taken from
-#   NCCL's own model, and which published measurements test it (one of three); why one NCCL
-#   kernel beats a chain of `ppermute`s; the double tree; which allreduce for 1024 GPUs in 128
-#   nodes, the trees and NCCL's channels included.
+# - what `algorithm="auto"` picks and why (`jaxcoll.explain`), what its per-algorithm factors
+#   describe, what 8 fake CPU devices can and cannot tell you;
+# - pricing on **links** (`jaxcoll.simulate`, `jaxcoll.systems`) with NCCL's own parameters,
+#   and which published measurement tests it (one of three); why one NCCL kernel beats a chain
+#   of `ppermute`s; the double tree; which allreduce for 1024 GPUs in 128 nodes.
 #
 # **Prerequisites:** notebook 02, section 9 (recursive doubling, halving-doubling, Bruck,
-# hierarchical); notebook 03 (the broadcast trees); notebook 04, section 5 (the bounds). **Notation:** n ranks, N bytes per
-# rank; GB/s = 10⁹ bytes per second.
+# hierarchical); notebook 03 (the broadcast trees); notebook 04, section 5 (the bounds).
+# **Notation:** n ranks, N bytes per rank; GB/s = 10⁹ bytes per second.
 
 # %%
 import os
-os.environ["JAX_PLATFORMS"] = "cpu"          # fake devices live on the CPU, even where a GPU is present
+os.environ["JAX_PLATFORMS"] = "cpu"          # fake devices, even where a GPU is present
 import jax
-jax.config.update("jax_num_cpu_devices", 8)  # 8 fake CPU devices; must come before any JAX work
+jax.config.update("jax_num_cpu_devices", 8)  # before any JAX work
 
 import math
 from pathlib import Path
@@ -53,19 +50,18 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 
 import jaxcoll
 from jaxcoll import pictures, systems
-from jaxcoll.model import ranking             # what explain prints, as data: [(algorithm, Cost)]
+from jaxcoll.model import ranking             # explain's ranking as data: [(algorithm, Cost)]
 from jaxcoll.model import schedule_for        # the schedule auto would run, in its pieces
 import lesson                                 # tutorials/lesson.py: the notebooks' plumbing
 from lesson import AXIS, mesh, n, on_every_rank, size_label
 
-SHIPPED = Path(jaxcoll.__file__).parent / "calibrations"   # the calibrations jaxcoll ships
+SHIPPED = Path(jaxcoll.__file__).parent / "calibrations"
 cpu = jaxcoll.Calibration.load(SHIPPED / "cpu.json").plain()   # α, β, γ of fake devices, alone
 SIZES = 2.0 ** np.arange(8, 33)               # 256 B .. 4 GiB per rank
 
 
 def terms(algorithm, ranks=n):
-    """(messages, bytes on the path, bytes reduced on it) per byte of N: cost() with α, then β,
-    then γ = 1 alone."""
+    """(messages, bytes on the path, bytes reduced) per byte of N: cost() with only α, β, γ = 1."""
     s = jaxcoll.schedule("allreduce", algorithm, ranks)
     return tuple(jaxcoll.cost(s, 1.0, alpha=a, beta=b, gamma=g).seconds
                  for a, b, g in ((1, 0, 0), (0, 1, 0), (0, 0, 1)))
@@ -85,10 +81,9 @@ def picks(cheapest):
 # ## 1. Two bounds, and which one to miss
 #
 # Each `ppermute` costs α + (its largest transfer's bytes)·β (+ the bytes added·γ)
-# (`jaxcoll.cost`). The bounds of notebook 04 say every allreduce needs at least
-# ⌈log₂ n⌉ = 3 rounds and 2(n−1)/n·N = 1.75·N bytes on its path. `jaxcoll.explain` ranks every
-# algorithm with a calibration and prints each one's gap to both bounds. With the α, β, γ
-# measured on these 8 fake devices:
+# (`jaxcoll.cost`). By notebook 04, every allreduce needs at least ⌈log₂ n⌉ = 3 rounds and
+# 2(n−1)/n·N = 1.75·N bytes on its path. `jaxcoll.explain` ranks every algorithm with a
+# calibration, printing each one's gap to both bounds. With the α, β, γ of these 8 fake devices:
 
 # %%
 print(f"α = {cpu.alpha * 1e6:.0f} µs, β = {cpu.beta:.3g} s/B, γ = {cpu.gamma:.3g} s/B: "
@@ -101,15 +96,14 @@ assert terms(small[0][0])[0] == bound.rounds                   # small N: the fe
 assert np.isclose(terms(large[0][0])[1], bound.path_bytes)     # large N: the fewest bytes
 
 # %% [markdown]
-# At 4 KiB the time is start-ups, and recursive doubling (3 rounds, at the rounds bound) wins
-# although it sends 3·N. At 16 MiB it is bytes, and halving-doubling (1.75·N, at the bytes
-# bound) wins in 6 rounds. Setting the two times equal, 3α + 3N(β + γ) = 6α + N(1.75β +
-# 0.875γ), gives the crossover
+# At 4 KiB start-ups dominate: recursive doubling (3 rounds, the rounds bound) wins though it
+# sends 3·N. At 16 MiB bytes do: halving-doubling (1.75·N, the bytes bound) wins in 6 rounds.
+# Setting the two times equal, 3α + 3N(β + γ) = 6α + N(1.75β + 0.875γ), gives the crossover
 #
 # $$N^* = \frac{(6 - 3)\,\alpha}{(3 - 1.75)\,\beta + (3 - 0.875)\,\gamma},$$
 #
-# a multiple of α/β, the bytes a link moves while one message starts. Halve α and every
-# crossover halves. Computed from the schedules' counts and checked against `choose`:
+# a multiple of α/β, the bytes a link moves while one message starts: halve α and every
+# crossover halves. From the schedules' counts, checked against `choose`:
 
 # %%
 def crossover(fewer_rounds, fewer_bytes, cal):
@@ -122,8 +116,9 @@ assert jaxcoll.choose("allreduce", n, 0.99 * star, cpu) == "recursive_doubling"
 assert jaxcoll.choose("allreduce", n, 1.01 * star, cpu) == "halving_doubling"
 print(f"N* = {size_label(star)} = {star / (cpu.alpha / cpu.beta):.2f} α/β")
 
+PLOTTED = ("recursive_doubling", "halving_doubling", "ring", "tree", "double_tree")
 curves = {name: np.array([dict(ranking("allreduce", n, s, cpu))[name].seconds for s in SIZES])
-          for name in ("recursive_doubling", "halving_doubling", "ring", "tree", "double_tree")}
+          for name in PLOTTED}
 bounds = np.array([jaxcoll.bounds("allreduce", n, s, cpu).seconds for s in SIZES])
 assert all((t >= bounds * (1 - 1e-9)).all() for t in curves.values())   # nothing beats the bound
 pictures.over_sizes(SIZES, curves, bound=bounds,
@@ -134,16 +129,15 @@ pictures.over_sizes(SIZES, curves, bound=bounds,
 # ## 2. The lecture's rule and warning, corrected
 #
 # **"Small messages: use a tree."** A tree beats the ring at small N (8 rounds against 14), but
-# on 8 ranks it is never the best: recursive doubling has fewer rounds still, halving-doubling
-# fewer bytes. MPI libraries pick those two (Thakur, Rabenseifner and Gropp,
+# on 8 ranks it is never the best: recursive doubling has fewer rounds, halving-doubling fewer
+# bytes. MPI libraries pick those two (Thakur, Rabenseifner and Gropp,
 # [2005](https://doi.org/10.1177/1094342005051521)). NCCL uses trees across many nodes, where
 # the ring's 2(n−1) rounds hurt most (section 6).
 #
-# **"The ring needs a lot of bandwidth."** The opposite: the ring sends the *fewest* bytes an
-# allreduce can when the ranks do the adding (its bytes gap above is x1.00), the bandwidth
-# optimum. What it pays is 2(n−1) start-ups, and, on real links, its slowest link: every round
-# waits for all n transfers, so one slow hop (a link between nodes) sets the pace of every
-# round.
+# **"The ring needs a lot of bandwidth."** The opposite: when the ranks add, the ring sends the
+# *fewest* bytes an allreduce can (its bytes gap above is x1.00). It pays 2(n−1) start-ups
+# and, on real links, its slowest link: every round waits for all n transfers, so one slow hop
+# (between nodes) paces them all.
 
 # %%
 best = np.min(list(curves.values()), axis=0)
@@ -157,14 +151,14 @@ print(f"tree beats ring up to {size_label(SIZES[curves['tree'] < curves['ring']]
 # %% [markdown]
 # **The bytes bound assumes the ranks add.** Notebook 04 derived 2(n−1)/n·N from "each rank's
 # n − 1 foreign blocks must leave it, and the sums must come back". With **in-network
-# reduction** the network adds: NVLS (NVLink SHARP: the NVSwitch of an H100 node sums what the
-# GPUs send it) and InfiniBand SHARP (the switches between nodes do). Each rank sends its N
-# bytes once and receives the sum once: N each way instead of 2(n−1)/n·N. NCCL uses NVLS by
-# default on H100 nodes. nccl-tests reports **busbw** = algbw·2(n−1)/n, with algbw = N / time:
-# for a ring, the rate each rank's link is driven at. The ring's busbw is therefore at most the
-# link rate; with the switch adding, at most 2(n−1)/n times it. NCCL's developers quote, on 8
-# H100s ([nccl-tests#212](https://github.com/NVIDIA/nccl-tests/issues/212)), ~370 GB/s for the
-# ring (`NCCL_ALGO=Ring`) and ~480 GB/s (algbw ~275 GB/s) for NVLS:
+# reduction** the network adds: NVLS (NVLink SHARP: an H100 node's NVSwitch sums what the GPUs
+# send it; NCCL's default there) and InfiniBand SHARP (switches between nodes). Each rank sends
+# N and receives the sum: N each way, not 2(n−1)/n·N. nccl-tests reports
+# **busbw** = algbw·2(n−1)/n, with algbw = N / time: for a ring, the rate each rank's link is
+# driven at. So the ring's busbw is at most the link rate; with the switch adding, at most
+# 2(n−1)/n times it. NCCL's developers quote, on 8 H100s
+# ([nccl-tests#212](https://github.com/NVIDIA/nccl-tests/issues/212)), ~370 GB/s for the ring
+# (`NCCL_ALGO=Ring`) and ~480 GB/s (algbw ~275 GB/s) for NVLS:
 
 # %%
 link = systems.GPUS["h100"][0]                       # GB/s each way: NCCL's effective NVLink rate
@@ -174,26 +168,24 @@ print({k: f"busbw <= {v:.0f} GB/s" for k, v in limit.items()}, "\nquoted:", quot
 assert quoted["ring"] <= limit["ranks add (ring)"] < quoted["NVLS"] < limit["the switch adds (NVLS)"]
 
 # %% [markdown]
-# The NVLS measurement is above what any endpoint-only allreduce can reach, and below its own
-# limit (the switch has limits of its own). So "2(n−1)/n·N" is the bound for reduction at the
-# endpoints, which is what `ppermute` programs, and `jaxcoll.bounds`, are about.
+# NVLS beats what any endpoint-only allreduce can reach, and stays below its own limit (the
+# switch has limits of its own). "2(n−1)/n·N" bounds reduction at the endpoints, which is what
+# `ppermute` programs, and `jaxcoll.bounds`, are about.
 
-
+# %% [markdown]
 # ## 3. Broadcast: the same trade-off, and the pipelined chain
 #
-# The broadcast trees of notebook 03 send the whole message in each round: binomial costs
-# ceil(log2 n)·(α + N·β). `jaxcoll.bounds` gives what no broadcast can beat: ceil(log2 n)
-# rounds (the holders at most double) and N·β (the root sends every byte once). Two algorithms
-# head for N·β:
+# Notebook 03's trees send the whole message each round: binomial costs ceil(log2 n)·(α + N·β).
+# No broadcast beats ceil(log2 n) rounds (the holders at most double) and N·β (the root sends
+# every byte once; `jaxcoll.bounds`). Two algorithms head for N·β:
 #
 # - **scatter + allgather** ([van de Geijn; Chan et al. 2007](https://doi.org/10.1002/cpe.1206)):
-#   the root scatters n chunks down a binomial tree (sending N/2 + N/4 + … = (n−1)/n·N), then a
-#   ring allgather ((n−1)/n·N more): ceil(log2 n) + n − 1 rounds and about 2(n−1)/n·N·β,
-#   1.75·N·β on 8 ranks: within 2x of the bound, never at it;
-# - the pipelined **chain** (`algorithm="chain"`, NCCL's broadcast for large messages): the ranks
-#   form a line from the root, the message is cut into k pieces, and every rank passes piece p
-#   on as soon as it has it. n − 2 + k rounds of N/k bytes: (n − 2 + k)(α + N/k·β), which
-#   approaches N·β as k grows. jaxcoll takes the k that minimises it,
+#   the root scatters n chunks down a binomial tree (N/2 + N/4 + … = (n−1)/n·N), then a ring
+#   allgather ((n−1)/n·N more): ceil(log2 n) + n − 1 rounds and about 2(n−1)/n·N·β (1.75·N·β
+#   on 8 ranks): within 2x of the bound, never at it;
+# - the pipelined **chain** (`algorithm="chain"`, NCCL's broadcast for large messages): a line of
+#   ranks from the root passes on each of k pieces as soon as it has it. n − 2 + k rounds of N/k
+#   bytes: (n − 2 + k)(α + N/k·β), approaching N·β as k grows. jaxcoll takes the minimising k,
 #   sqrt((n−2)·N·β/α), at most 64 (`jaxcoll.model.chain_pieces`).
 #
 # The chain on 4 ranks in 3 pieces: in round 2 all three links work at once.
@@ -204,7 +196,7 @@ print(chain)
 display(lesson.show(chain))
 
 
-def bytes_in_turn(schedule):                      # the β coefficient in units of N: α = 0, β = 1
+def bytes_in_turn(schedule):                      # the β coefficient, in units of N
     return jaxcoll.cost(schedule, 1.0, alpha=0, beta=1).seconds
 
 
@@ -215,12 +207,11 @@ assert bytes_in_turn(jaxcoll.schedule("broadcast", "scatter_allgather", n)) == 2
 gpu = jaxcoll.calibration("gpu")                  # an estimate for 8 H100s (notebook 01, section 8)
 k = jaxcoll.model.chain_pieces(n, 2**30, gpu)
 assert k == min(range(1, 65), key=lambda j: (n - 2 + j) * (gpu.alpha + 2**30 / j * gpu.beta)), k
-print(f"with gpu.json, 1 GiB: the chain's k = {k}, the minimum of (n - 2 + k)(α + N/k·β)")
+print(f"gpu.json, 1 GiB: the chain's k = {k} minimises (n - 2 + k)(α + N/k·β)")
 
 # %% [markdown]
-# Each algorithm's gap to the two bounds, as jaxcoll runs it (the chain in the model's k
-# pieces; the heap tree is pipelined too above 16 MiB), with the model's time for `gpu.json`
-# (assumed, not measured):
+# Each algorithm's gap to the bounds as jaxcoll runs it (the chain in the model's k pieces; the
+# heap tree pipelined too above 16 MiB), and the model's time with `gpu.json` (assumed):
 
 # %%
 BROADCASTS = ["naive", "tree", "binomial", "scatter_allgather", "chain"]
@@ -246,9 +237,9 @@ for nbytes in (2**10, 2**30):
 assert min(BROADCASTS, key=lambda a: bcast_model[a, 2**10]) == "binomial"
 assert min(BROADCASTS, key=lambda a: bcast_model[a, 2**30]) == "chain"
 print("\nauto on 8 GPUs (gpu.json):",
-      {lesson.size_label(s): jaxcoll.choose("broadcast", n, s, gpu) for s in (2**10, 2**30)})
+      {size_label(s): jaxcoll.choose("broadcast", n, s, gpu) for s in (2**10, 2**30)})
 picked = jaxcoll.choose("broadcast", n, 2**30, gpu)
-assert picked == "scatter_allgather"                                          # the chain is left out
+assert picked == "scatter_allgather"                                  # the chain is left out
 off = bcast_model[picked, 2**30] / min(bcast_model[a, 2**30] for a in BROADCASTS)
 assert off > 1
 print(f"at 1 GiB auto's {picked} takes {off:.2f}x the model's best")
@@ -260,14 +251,13 @@ pictures.over_sizes(sizes, {a: [lesson.predicted("broadcast", a, n, s, gpu) for 
                     title="Broadcast on 8 ranks: the α-β model with gpu.json (an estimate)")
 
 # %% [markdown]
-# In the model the binomial tree wins for small messages and the chain for large ones. Yet
-# `auto` picks scatter_allgather there, slower in the model by the factor printed above: the
-# chain is left out of `auto` on *every* backend (`auto=False` in its registry entry,
-# `jaxcoll/families/__init__.py`) because of one CPU measurement. On these fake devices it ran
-# 2.3x *slower* than scatter_allgather at 16 MiB per rank (bench/RESULTS.md, section 8): its
-# k + n − 2 rounds are copies by the same few CPU cores, one after another, so nothing
-# pipelines. On GPUs, whose links run side by side, ask for it by name: `algorithm="chain"`.
-# Both run correctly on the fake devices, from any root:
+# In the model the binomial tree wins small messages and the chain large ones. Yet `auto` picks
+# scatter_allgather there, slower by the factor above: the chain is left out of `auto` on
+# *every* backend (`auto=False` in its registry entry, `jaxcoll/families/__init__.py`) because
+# on these fake devices it ran 2.3x *slower* than scatter_allgather at 16 MiB per rank
+# (bench/RESULTS.md, section 8): its k + n − 2 rounds are copies by the same few cores in turn.
+# On GPUs, whose links run side by side, ask for `algorithm="chain"` by name. Both run
+# correctly here, from any root:
 
 # %%
 x = lesson.small_integers(n, 6)
@@ -279,8 +269,8 @@ print("scatter_allgather and chain from root 5: every rank holds row 5")
 # %% [markdown]
 # ## 4. On the fake CPU devices
 #
-# Three allreduces and `lax.psum` (`xla`) at 4 KiB and 4 MiB per rank, each one jitted program,
-# checked bit for bit against the exact sum, then timed in alternation (medians):
+# Three allreduces and `lax.psum` (`xla`) at 4 KiB and 4 MiB per rank, each jitted, checked
+# bit for bit against the exact sum and timed in alternation (medians):
 
 # %%
 MEASURED = ["xla", "recursive_doubling", "halving_doubling", "ring"]
@@ -288,7 +278,7 @@ programs = {name: on_every_rank(lambda v, a=name: jaxcoll.allreduce(v, AXIS, alg
             for name in MEASURED}
 measured = {}
 for size in (4 << 10, 4 << 20):
-    x = lesson.small_integers(n, size // 4)                   # (n, floats per rank)
+    x = lesson.small_integers(n, size // 4)
     for name, program in programs.items():
         np.testing.assert_array_equal(program(x), np.tile(x.sum(0), (n, 1)))
     measured[size] = lesson.median_seconds(programs, x, iters=3)
@@ -304,7 +294,7 @@ for size, times in measured.items():
         model = (f"{plain[name].seconds * 1e3:9.2f} {fitted[name].seconds * 1e3:13.2f}"
                  if name != "xla" else f"{'':>9} {'':>13}")
         print(f"{size_label(size):>8} {name:<19} {t * 1e3:9.2f} {model}")
-    for name, (fa, fb) in factors.items():   # factors x (α part, the rest) of the plain model
+    for name, (fa, fb) in factors.items():   # fitted = plain model's α part·fa + the rest·fb
         a_part = terms(name)[0] * cpu.alpha
         assert np.isclose(fitted[name].seconds, fa * a_part + fb * (plain[name].seconds - a_part))
     pick, fastest = jaxcoll.choose("allreduce", n, size, full), min(factors, key=times.get)
@@ -315,22 +305,20 @@ print("\nfactors fitted for allreduce (α part, β-γ part):", factors)
 print(*(f"{size_label(size)}: {line}" for size, line in against_fastest.items()), sep="\n")
 
 # %% [markdown]
-# What this can and cannot show. Fake devices are threads of one process sharing one memory
-# and this machine's few CPU cores (notebook 01, section 8): the numbers move from run to
-# run, "bandwidth" is memory copying, and no link is slower than another. At 4 KiB the time
-# is start-ups and the model's ranking usually shows; at 4 MiB the order of the two
-# bandwidth-optimal algorithms can go either way. Nothing here says anything about GPUs.
+# Fake devices are threads of one process sharing memory and a few CPU cores (notebook 01,
+# section 8): the numbers move between runs, "bandwidth" is memory copying, no link is slower.
+# At 4 KiB the time is start-ups and the model's ranking usually shows; at 4 MiB the two
+# bandwidth-optimal algorithms can come in either order. Nothing here is about GPUs.
 #
-# **The per-algorithm factors** are what `auto` ranks with: `jaxcoll.calibrate(n,
-# primitives=...)`, in another run, timed every algorithm at three sizes and fitted each a
-# factor on its α part and one on its β-γ part. They describe the executor on *this
-# runtime*: the ring's and halving-doubling's rounds also copy the parts they send and
-# receive, which on shared memory costs about what a send does (β factors of 2 or more).
-# Fitted in another run, they need not fit this one, and `auto` may choose otherwise than the
-# plain model and lose: the lines above print its pick's time against the fastest.
+# **The per-algorithm factors** `auto` ranks with came from `jaxcoll.calibrate(n,
+# primitives=...)`, in another run: every algorithm timed at three sizes, each fitted a factor
+# on its α part and one on its β-γ part. They describe the executor on *this runtime*: the
+# ring's and halving-doubling's rounds also copy the parts they send and receive, costing on
+# shared memory about what a send does (β factors of 2 or more). Fitted in another run, they
+# need not fit this one, so `auto` may choose otherwise than the plain model and lose (above).
 #
-# **`auto` is `choose`**: at trace time it prices every algorithm and lowers exactly the
-# program of the cheapest:
+# **`auto` is `choose`**: at trace time it prices every algorithm and lowers the cheapest's
+# exact program:
 
 # %%
 spec = jax.ShapeDtypeStruct((n, (4 << 20) // 4), jnp.float32,
@@ -348,10 +336,10 @@ print(f"4 MiB: auto lowers to the program of {chosen!r} (plain model: "
 #
 # 1. **One launch.** `psum` is one operation; jaxcoll's ring is 14 `ppermute`s, each starting
 #    up on its own. NCCL runs the whole allreduce in one kernel, a few µs per step.
-# 2. **Lock-step rounds.** A `ppermute` ends when its slowest transfer does, on every rank.
-#    Inside NCCL's kernel each rank goes on as soon as its own data arrives.
-# 3. **No pipelining inside a round.** NCCL forwards each slice of a step as soon as it
-#    arrives. With `ppermute`s, pipelining means more rounds, each paying α again.
+# 2. **Lock-step rounds.** A `ppermute` ends when its slowest transfer does, on every rank;
+#    in NCCL's kernel each rank goes on as soon as its own data arrives.
+# 3. **No pipelining inside a round.** NCCL forwards each slice of a step as it arrives; with
+#    `ppermute`s, pipelining means more rounds, each paying α again.
 
 # %%
 x = lesson.small_integers(n, 1024)
@@ -365,12 +353,11 @@ print(f"compiled: psum {dict(psum_ops)}; ring {dict(ring_ops)} (in loops, run {2
 # %% [markdown]
 # ## 5. On links: a DGX H100, and what checks the model
 #
-# `jaxcoll.systems.dgx` builds nodes of 8 GPUs on an NVSwitch with NICs between nodes, with
-# link parameters from NCCL's own topology model (the module documents each source). Its
-# NVLink α, 3.4 µs, is NCCL's step inside one kernel; `gpu.json` assumes 15 µs per jaxcoll
-# round, a `ppermute` launched on its own (point 1 above).
-# `jaxcoll.simulate` prices a schedule on them, all transfers of a round at once, links shared
-# in a round splitting their bandwidth. The one set of H100 numbers used from here on, and
+# `jaxcoll.systems.dgx` builds nodes of 8 GPUs on an NVSwitch, NICs between nodes, with link
+# parameters from NCCL's topology model (the module cites each). Its NVLink α, 3.4 µs, is
+# NCCL's step inside one kernel; `gpu.json` assumes 15 µs per `ppermute` launched on its own
+# (point 1 above). `jaxcoll.simulate` prices a schedule on them, a round's transfers at once,
+# links shared in a round splitting their bandwidth. The H100 numbers used from here on, and
 # the simulated ring's busbw (section 2) against three published measurements:
 
 # %%
@@ -380,23 +367,23 @@ print(f"\n{'system':<46} {'published busbw':>16} {'predicted':>10} {'error':>7}"
 for published, predicted, error in systems.validation():
     print(f"{published.system:<46} {published.busbw:>11.0f} GB/s {predicted:>10.0f} {error:>+7.1%}")
     assert abs(error) <= 0.15
-    if published.topology.n == 8:   # one node: the ring's busbw is the NVLink rate we put in
+    if published.topology.n == 8:   # one node: busbw is the NVLink rate put in
         gpu_kind = "a100" if "A100" in published.system else "h100"
         assert abs(predicted / systems.GPUS[gpu_kind][0] - 1) < 0.01
 print("\nsources:", *(f"  {p.source}" for p, _, _ in systems.validation()), sep="\n")
 
 # %% [markdown]
-# **Which rows test the simulator?** On one node a large ring's time is 2(n−1)/n·N·β plus
-# start-ups, so its predicted busbw is simply the link rate 1/β put in (checked above): NCCL's
-# own effective-bandwidth constants, 18 x 20.6 = 370.8 GB/s for H100 and 12 x 20 = 240 for
-# A100. The H100 row compares that constant with NCCL's developer quoting the same number: a
-# fit, not a test. The A100 row compares NCCL's constant with what users measure (+4%): a
-# check of the constant, not of the simulator. Only the **3-node row** is a validation: 24
-# ranks, 8 rings (channels) crossing NICs whose parameters (the 25 GB/s line rate, an assumed
-# α of 10 µs) were not fitted to it, predicting 85 GB/s against the 96 measured (−12%).
+# **Which rows test the simulator?** On one node a large ring takes 2(n−1)/n·N·β plus
+# start-ups, so its predicted busbw is the link rate 1/β put in (checked above): NCCL's
+# effective-bandwidth constants, 18 x 20.6 = 370.8 GB/s for H100, 12 x 20 = 240 for A100. The
+# H100 row sets that constant against NCCL's developer quoting the same number: a fit, not a
+# test. The A100 row checks the constant against what users measure (+4%), not the simulator.
+# Only the **3-node row** is a validation: 24 ranks, 8 rings (channels) crossing NICs whose
+# parameters (25 GB/s line rate, an assumed α of 10 µs) were not fitted to it, predicting
+# 85 GB/s against the 96 measured (−12%).
 #
-# With those links, every algorithm on paper (`topology=`; pipelined ones cut into as many
-# pieces as the model finds best):
+# Every algorithm on these links (`topology=`; pipelined ones in the model's best number of
+# pieces):
 
 # %%
 jaxcoll.explain("allreduce", n, 64 << 10, topology=h100)
@@ -406,21 +393,21 @@ costs = dict(on_h100)
 assert np.isclose(costs["bidirectional_ring"].seconds, costs["ring"].seconds)  # one port (04)
 
 # %% [markdown]
-# On one NVSwitch every pair of GPUs is one hop, so halving-doubling gets the ring's bytes in 6
-# rounds and wins large messages; recursive doubling wins small ones. The crossover moved from
-# section 1's size to a few MiB: α/β is larger here (3.4 µs at 370 GB/s).
+# On one NVSwitch every GPU pair is one hop: halving-doubling gets the ring's bytes in 6
+# rounds and wins large messages, recursive doubling small ones. The crossover moved to a few
+# MiB: α/β is larger here (3.4 µs at 370 GB/s).
 #
 # **The double tree.** NCCL presents its double binary tree as full bandwidth at a latency
 # that grows with log n ([NCCL 2.4][nccl24]), yet the CPU model of section 1 ranks it near the
 # bottom (2.25x the fastest at 16 MiB, in one piece). On links, pipelined into k pieces, it
-# approaches **2N·β** (each rank hears from two children through one port), against the
-# ring's 1.75·N·β at n = 8, and only at large sizes, as every piece adds rounds:
+# approaches **2N·β** (each rank hears two children through one port; the ring: 1.75·N·β at
+# n = 8), and only at large sizes, as every piece adds rounds:
 #
 # [nccl24]: https://developer.nvidia.com/blog/massively-scale-deep-learning-training-nccl-2-4/
 
 # %%
 beta_nvlink = 1 / (systems.GPUS["h100"][0] * 1e9)
-on_links = {s: dict(ranking("allreduce", n, s, topology=h100)) for s in SIZES}  # size: {name: Cost}
+on_links = {s: dict(ranking("allreduce", n, s, topology=h100)) for s in SIZES}
 ratios = {s: on_links[s]["double_tree"].seconds / (s * beta_nvlink)
           for s in (16 << 20, 256 << 20, 4 << 30)}
 assert list(ratios.values()) == sorted(ratios.values(), reverse=True) and 2 < ratios[4 << 30] < 2.15
@@ -435,8 +422,7 @@ for s, r in ratios.items():
     print(f"{size_label(s):>8}: double tree ({on_links[s]['double_tree'].messages:>3} rounds) "
           f"{r:.2f}·N·β, ring {on_links[s]['ring'].seconds / (s * beta_nvlink):.2f}·N·β")
 
-curves = {name: np.array([on_links[s][name].seconds for s in SIZES])
-          for name in ("recursive_doubling", "halving_doubling", "ring", "tree", "double_tree")}
+curves = {name: np.array([on_links[s][name].seconds for s in SIZES]) for name in PLOTTED}
 pictures.over_sizes(SIZES, curves, bound=[jaxcoll.bounds("allreduce", n, s, topology=h100).seconds
                                           for s in SIZES],
                     picks=picks(cheapest.get),
@@ -447,12 +433,11 @@ pictures.over_sizes(SIZES, curves, bound=[jaxcoll.bounds("allreduce", n, s, topo
 #
 # On paper, with the same H100 numbers: 128 DGX nodes, 8 NICs each at 50 GB/s, a
 # non-blocking fabric. Building the 1024-rank ring schedule (2 million transfers) takes tens
-# of seconds, so the ring is priced by its formula instead: every one of its 2(n−1) rounds has
-# a transfer crossing a NIC, so each round takes α_NIC + N/n·β_NIC. NCCL runs several rings at
-# once, **channels**, each on N/c of the data and each leaving a node by another NIC: with c
-# channels a round takes α_NIC + N/(n·c)·β_NIC. Both checked against `simulate` on 4 nodes.
-# The trees are priced too: jaxcoll's double tree (NCCL's choice across many nodes), pipelined
-# into the pieces the model finds best.
+# of seconds, so the ring is priced by formula: each of its 2(n−1) rounds has a transfer
+# crossing a NIC, taking α_NIC + N/n·β_NIC. NCCL runs several rings at once, **channels**,
+# each on N/c of the data and leaving a node by another NIC: a round takes α_NIC +
+# N/(n·c)·β_NIC. Both checked against `simulate` on 4 nodes. jaxcoll's double tree (NCCL's
+# choice across many nodes) is priced too, in the pieces the model finds best.
 
 # %%
 big = systems.dgx("h100", 128)
@@ -470,7 +455,7 @@ for channels in (1, 8):
     assert np.isclose(four_nodes.seconds, ring_seconds(32, 256 << 20, channels))
 
 CANDIDATES = {"recursive_doubling": 1024, "halving_doubling": 1024, "hierarchical": (128, 8)}
-nic0 = big.link_names.index("node0.nic0->fabric")          # GPU 0 of node 0's way out
+nic0 = big.link_names.index("node0.nic0->fabric")
 for size in (64 << 10, 256 << 20):
     bound = jaxcoll.bounds("allreduce", 1024, size, topology=big)
     runs = {a: jaxcoll.simulate(jaxcoll.schedule("allreduce", a, shape), size, big)
@@ -494,41 +479,39 @@ assert np.isclose(through_nic["halving_doubling"], 8 * through_nic["hierarchical
 print(f"\nthe ring's 2046 start-ups alone: {ring_seconds(1024, 0) * 1e3:.1f} ms")
 
 # %% [markdown]
-# Small messages: **recursive doubling**, 10 rounds, at the rounds bound. Large ones:
-# **hierarchical**: a reduce-scatter ring inside each node, then each GPU's 1/8 allreduced
-# across the nodes through its own NIC, then an allgather inside the node. Each NIC carries
-# 2·127/128·N/8. Halving-doubling sends eight times that through each NIC: it halves with the
-# farthest partner first, so its largest transfers (N/2, N/4, ...) are the ones that cross
-# nodes. The flat ring pays 2046 start-ups of a NIC, 20 ms before any byte; eight channels
-# cut its bytes' time by 8, not its start-ups. The double tree, whose rounds grow with log n,
-# beats every ring at 64 KiB; at 256 MiB it beats one channel but not eight. It loses to
-# recursive doubling for small messages and to hierarchical for large ones. jaxcoll's double tree spans all 1024
-# ranks as if flat; NCCL's runs its trees across the nodes only, with a chain inside each
-# node, and adds NVLS and SHARP where the hardware has them, so these numbers rank schedules
-# on one model of links, not NCCL's own choices.
-#
+# Small messages: **recursive doubling**, 10 rounds, the rounds bound. Large: **hierarchical**:
+# a reduce-scatter ring inside each node, each GPU's 1/8 allreduced across the nodes through
+# its own NIC, an allgather inside the node; each NIC carries 2·127/128·N/8. Halving-doubling
+# sends eight times that through each NIC: it halves with the farthest partner first, so its
+# largest transfers (N/2, N/4, ...) cross nodes. The flat ring pays 2046 NIC start-ups, 20 ms
+# before any byte; eight channels cut its bytes' time by 8, not its start-ups. The double
+# tree, whose rounds grow with log n, beats every ring at 64 KiB, at 256 MiB one channel but
+# not eight; it loses to recursive doubling and hierarchical. jaxcoll's double tree spans all
+# 1024 ranks as if flat; NCCL's runs across the nodes only, a chain inside each node, and adds
+# NVLS and SHARP where the hardware has them: these numbers rank schedules on one model of
+# links, not NCCL's choices.
+
+# %% [markdown]
 # ## Summary
 #
-# - Small messages want the fewest rounds (⌈log₂ n⌉: recursive doubling), large ones the
-#   fewest bytes (the ring's 2(n−1)/n·N, in fewer rounds by halving-doubling); the crossover is
-#   a multiple of α/β.
-# - The ring is the bandwidth optimum; it pays 2(n−1) start-ups and the pace of its slowest
-#   link. A tree is never the best allreduce on 8 ranks.
-# - The bytes bound 2(n−1)/n·N holds when the ranks add; with the switch adding (NVLS, SHARP)
-#   each rank sends and receives N.
-# - Broadcast makes the same trade: binomial tree small, pipelined chain large.
-# - The per-algorithm factors in `cpu.json` describe jaxcoll's executor on fake CPU devices;
-#   on links, price with `simulate`/`topology=`, whose one-node numbers are NCCL's constants
-#   and whose 3-node prediction is 12% below the one measurement it was not fitted to.
+# - Small messages want the fewest rounds (recursive doubling), large ones the fewest bytes
+#   (halving-doubling, or the ring); the crossover is a multiple of α/β.
+# - The ring is the bandwidth optimum, paying 2(n−1) start-ups and its slowest link's pace; a
+#   tree is never the best allreduce on 8 ranks.
+# - The bytes bound holds when the ranks add; with the switch adding (NVLS, SHARP) each rank
+#   sends and receives N. Broadcast: binomial tree small, pipelined chain large.
+# - `cpu.json`'s per-algorithm factors describe jaxcoll's executor on fake CPU devices. On
+#   links, `simulate`/`topology=` predict 12% low the one measurement they were not fitted to.
 # - One NCCL kernel beats a chain of `ppermute`s: one launch, no lock-step, pipelining inside.
-# - 1024 GPUs in 128 nodes: recursive doubling for small messages, hierarchical for large;
-#   the double tree beats the ring at 64 KiB, the 8-channel ring beats it at 256 MiB.
-#
+# - 1024 GPUs in 128 nodes: recursive doubling small, hierarchical large; the double tree
+#   beats the ring at 64 KiB, the 8-channel ring beats it at 256 MiB.
+
+# %% [markdown]
 # ## Try it
 #
 # On the DGX H100, at what N does the choice on paper switch from recursive doubling to
-# halving-doubling? Predict it with section 1's formula, using one NVLink message's α
-# (`systems.NVLINK_ALPHA`) and β (`beta_nvlink`), and γ = 0.
+# halving-doubling? Predict it with section 1's formula, one NVLink message's α
+# (`systems.NVLINK_ALPHA`), β (`beta_nvlink`) and γ = 0.
 #
 # <details><summary>Answer</summary>
 #
