@@ -1,6 +1,7 @@
 """auto's calibration of this machine: the first time ``auto`` decides a collective on n ranks
-with no timings of this machine, every algorithm it chooses from is timed over a size sweep (a
-progress bar on a terminal), saved in the user's cache directory and used from then on.
+with no timings of this machine, the algorithms it chooses from that could be the fastest
+(:func:`measure`) are timed over a size sweep (a progress bar on a terminal), saved in the
+user's cache directory and used from then on.
 
 - Where: ``$JAXCOLL_CACHE_DIR``, else ``$XDG_CACHE_HOME/jaxcoll``, else ``~/.cache/jaxcoll``;
   one JSON file per machine fingerprint (:func:`fingerprint`: host, CPU, platform, device
@@ -38,19 +39,24 @@ from pathlib import Path
 import numpy as np
 
 from .families import SCHEDULES
-from .model import Calibration, _shipped, auto_candidates, transport
+from .model import Calibration, _shipped, auto_candidates, ranking, transport
 from .records import RECORDS
 
 FORMAT = 1  # of the cache files; another is ignored
 MODE = "JAXCOLL_CALIBRATE"
 CACHE_DIR = "JAXCOLL_CACHE_DIR"
-# nccl-tests' size S (the larger of one rank's input and output) of the coarse sweep; where
-# the fastest algorithm changes between two sizes, the one between them is timed too
-SIZES = (1 << 10, 1 << 14, 1 << 18, 1 << 22, 1 << 24)  # 1 KiB, 16 KiB, 256 KiB, 4 MiB, 16 MiB
-REPEATS = 5  # timed calls per algorithm and size (medians), at least
-BUDGET = 1.0  # seconds: more calls (up to 5 x REPEATS) where REPEATS take less
-KEEP_WITHIN = 2.0  # algorithms slower than this x the fastest after a warm-up call: one call
-CONTENDERS = 1.15  # between two sizes, those within this of the fastest at either are timed
+# nccl-tests' size S (the larger of one rank's input and output) of the sweep; between two
+# timed sizes whose fastest differ, their geometric mean is timed too (down to FINEST apart)
+SIZES = (1 << 10, 1 << 14, 1 << 18, 1 << 22)  # 1 KiB, 16 KiB, 256 KiB, 4 MiB (above: scaled)
+FINEST = 4.0
+# at each size, only the algorithms estimated within this x the fastest are timed: at the
+# first, by the shipped model alone (another machine's); then corrected by the times so far
+FIRST_WITHIN, WITHIN = 2.0, 1.6
+REPEATS = 5  # timed calls per algorithm and size, at least (alternating; medians)
+BUDGET = 1.0  # seconds: batches of REPEATS more (up to 5) while the order is not CLEAR
+CLEAR = 1.3  # the order is clear when the runner-up is this x the fastest
+KEEP_WITHIN = 2.0  # after a batch, those slower than this x the fastest are not timed again
+TIE = 1.05  # two sizes whose fastest are within this of each other have the same fastest
 
 log = logging.getLogger("jaxcoll")
 _entries: dict[Path, dict] = {}  # cache file -> its entries, as read or written here
@@ -150,8 +156,9 @@ def read(path: Path, print_: dict) -> dict:
 
 
 def _valid(entry, key: str) -> bool:
-    """Whether ``entry`` is the one of ``key`` and times today's algorithms of its
-    collective, all at >= 1 size."""
+    """Whether ``entry`` is the one of ``key``, chose among today's algorithms of its
+    collective and timed some of them (those never timed were never estimated near the
+    fastest)."""
     try:
         primitive = entry["primitive"]
         rows = [(str(a), int(b), float(s)) for a, b, s in entry["timings"]]
@@ -161,8 +168,8 @@ def _valid(entry, key: str) -> bool:
     except (TypeError, KeyError, ValueError):
         return False
     good = all(b > 0 and math.isfinite(s) and s > 0 for _, b, s in rows)
-    return (good and algorithms == auto_candidates(primitive)
-            and {a for a, _, _ in rows} == set(algorithms))
+    return (good and bool(rows) and algorithms == auto_candidates(primitive)
+            and {a for a, _, _ in rows} <= set(algorithms))
 
 
 def _write(path: Path, print_: dict, entries: dict) -> None:
@@ -340,36 +347,93 @@ def _whole(nbytes: float, n: int) -> int:
 
 def measure(primitive: str, mesh, sizes=SIZES, repeats: int = REPEATS,
             progress: bool = True) -> list[list]:
-    """[[algorithm, input bytes per rank, median seconds], ...] of every algorithm ``auto``
-    chooses from for ``primitive`` on ``mesh``: at each of ``sizes`` (S), then, between two
-    neighbours whose fastest differ, at their geometric mean for the algorithms within
-    CONTENDERS of the fastest at either."""
-    from .timing import time_algorithms
-
+    """[[algorithm, input bytes per rank, median seconds], ...] of the algorithms ``auto``
+    chooses from for ``primitive`` on ``mesh`` that could be the fastest: at each of
+    ``sizes`` (S), smallest first, those the estimates (:func:`_estimates`) put within
+    WITHIN of the fastest (FIRST_WITHIN at the first size); then between two timed sizes
+    more than FINEST apart whose fastest differ, at their geometric mean, until none are."""
     n, names = mesh.size, auto_candidates(primitive)
-    points = sorted({input_bytes(primitive, size, n) for size in sizes})
+    model = _model(primitive, n)
+    points = sorted({input_bytes(primitive, size, n) for size in sizes})  # then those between
     bar = _progress(primitive, n, len(points), progress)
     measured = {}  # input bytes -> {algorithm: seconds}
     for point in points:
-        bar.start(f"{primitive}, {point} B per rank")
-        measured[point] = time_algorithms(mesh, primitive, point, names, repeats, KEEP_WITHIN,
-                                          BUDGET)
-        bar.tick()
-    _never_faster_when_larger(measured)
-    for low, high in zip(points, points[1:]):
-        between = _whole(math.sqrt(low * high), n)
-        contenders = sorted(_contenders(measured[low]) | _contenders(measured[high]))
-        if _fastest(measured[low]) == _fastest(measured[high]) or between in measured:
-            continue
+        _time_point(primitive, mesh, point, names, model, measured, repeats, bar)
+    while (between := _next_between(measured, n, seen=points)) is not None:
+        points.append(between)
         bar.total += 1
-        bar.start(f"{primitive}, {between} B per rank")
-        measured[between] = time_algorithms(mesh, primitive, between, contenders, repeats,
-                                            budget=BUDGET)
-        bar.tick()
+        _time_point(primitive, mesh, between, names, model, measured, repeats, bar)
     bar.clear()
     _never_faster_when_larger(measured)
     return [[name, point, seconds] for point, times in sorted(measured.items())
             for name, seconds in sorted(times.items())]
+
+
+def _time_point(primitive: str, mesh, point: int, names, model, measured: dict, repeats: int,
+                bar) -> None:
+    """Time at ``point`` the algorithms estimated to be contenders there, into ``measured``."""
+    from .timing import time_algorithms
+
+    estimates = _estimates(point, names, model, measured)
+    within = WITHIN if measured else FIRST_WITHIN
+    contenders = [name for name in names if estimates[name] <= within * min(estimates.values())]
+    if contenders == [_fastest_near(point, measured)]:
+        bar.tick()
+        return  # nothing to decide: the neighbour's fastest, and no other near it
+    bar.start(f"{primitive}, {point} B per rank: {len(contenders)} of {len(names)} algorithms")
+    started = time.perf_counter()
+    measured[point] = time_algorithms(mesh, primitive, point, contenders, repeats,
+                                      KEEP_WITHIN, BUDGET, CLEAR)
+    log.debug("jaxcoll: %s at %d B per rank in %.1f s: %s", primitive, point,
+              time.perf_counter() - started,
+              ", ".join(f"{a} {t * 1e6:.0f} us" for a, t in sorted(measured[point].items())))
+    _never_faster_when_larger(measured)
+    bar.tick()
+
+
+def _model(primitive: str, n: int):
+    """``seconds(input bytes)`` -> {algorithm: seconds} by the shipped calibration's model (what
+    the estimates start from: the model of another machine of this transport)."""
+    shipped = _shipped(transport())
+
+    @lru_cache(maxsize=None)
+    def seconds(point: int) -> dict[str, float]:
+        return {name: c.seconds for name, c in ranking(primitive, n, point, shipped)}
+    return seconds
+
+
+def _estimates(point: int, names, model, measured: dict) -> dict[str, float]:
+    """{algorithm: seconds expected at ``point``}: the model's, times the ratio of measured
+    to modelled time of that algorithm at the timed size nearest ``point`` (if it was never
+    timed, the fastest one's ratio there); the model's alone before any timing."""
+    expected = model(point)
+    if not measured:
+        return {name: expected[name] for name in names}
+
+    near = _nearest(measured, point)
+    fastest = min(measured[near], key=measured[near].get)
+    untimed = measured[near][fastest] / model(near)[fastest]
+    estimates = {}
+    for name in names:
+        timed = [size for size, times in measured.items() if name in times]
+        at = _nearest(timed, point) if timed else None
+        ratio = measured[at][name] / model(at)[name] if at else untimed
+        estimates[name] = expected[name] * ratio
+    return estimates
+
+
+def _next_between(measured: dict[int, dict[str, float]], n: int, seen) -> int | None:
+    """The geometric mean of the first two neighbouring timed sizes more than FINEST apart
+    whose fastest differ (beyond a tie: no algorithm within TIE of the fastest at both), if
+    it is not in ``seen`` yet; else None."""
+    points = sorted(measured)
+    for low, high in zip(points, points[1:]):
+        between = _whole(math.sqrt(low * high), n)
+        if high <= FINEST * low or between in seen:
+            continue
+        if not _near_fastest(measured[low], TIE) & _near_fastest(measured[high], TIE):
+            return between
+    return None
 
 
 def _never_faster_when_larger(measured: dict[int, dict[str, float]]) -> None:
@@ -381,14 +445,23 @@ def _never_faster_when_larger(measured: dict[int, dict[str, float]]) -> None:
             least[name] = measured[point][name] = min(seconds, least.get(name, np.inf))
 
 
-def _fastest(times: dict[str, float]) -> str:
-    return min(times, key=times.get)
+def _fastest_near(point: int, measured: dict[int, dict[str, float]]) -> str | None:
+    """The fastest algorithm at the timed size nearest ``point`` (None before any timing)."""
+    if not measured:
+        return None
+    near = _nearest(measured, point)
+    return min(measured[near], key=measured[near].get)
 
 
-def _contenders(times: dict[str, float]) -> set[str]:
-    """The algorithms within CONTENDERS of the fastest of ``times``."""
+def _nearest(sizes, point: int) -> int:
+    """The one of ``sizes`` nearest ``point`` by ratio (the smaller of two as near)."""
+    return min(sizes, key=lambda size: (abs(math.log(size / point)), size))
+
+
+def _near_fastest(times: dict[str, float], within: float) -> set[str]:
+    """The algorithms within ``within`` of the fastest of ``times``."""
     fastest = min(times.values())
-    return {name for name, seconds in times.items() if seconds <= CONTENDERS * fastest}
+    return {name for name, seconds in times.items() if seconds <= within * fastest}
 
 
 def _progress(primitive: str, n: int, total: int, enabled: bool):
@@ -426,9 +499,9 @@ def main(argv=None) -> int:
     parser.add_argument("--sizes", default=",".join(format_size(s).replace(" ", "")
                                                     .replace("iB", "") for s in SIZES),
                         help="comma-separated sizes S (nccl-tests': the larger of one rank's "
-                             "input and output), e.g. 1K,16K,256K,4M,16M (the default)")
+                             "input and output), e.g. 1K,16K,256K,4M (the default)")
     parser.add_argument("--repeats", type=int, default=REPEATS,
-                        help=f"timed calls per algorithm and size (default {REPEATS})")
+                        help=f"timed calls per algorithm and size, at least (default {REPEATS})")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)
     try:

@@ -72,6 +72,15 @@ def cost(schedule: Schedule, nbytes: float, *, alpha: float, beta: float,
 
 # ----------------------------------------------------------------------------- calibration
 
+# An algorithm a calibration has no per-algorithm factors for is priced with those of the one
+# it runs most like on the executor: Swing is halving-doubling with other partners, PAT is
+# Bruck with the distances reversed (its reduce_scatter is that run backwards, which on the
+# executor is halving-doubling's rounds and bytes). Without them a calibration whose factors
+# are 1-4.7x (cpu.json) would rank them by the missing factor alone.
+RELATIVES = {("allreduce", "swing"): "halving_doubling", ("allgather", "pat"): "bruck",
+             ("reduce_scatter", "pat"): "halving_doubling"}
+
+
 @dataclass(frozen=True)
 class Calibration:
     """α (s per ppermute), β (s per byte sent), γ (s per byte reduced) for one backend, and
@@ -109,12 +118,12 @@ class Calibration:
                       gamma=0.0, name=f"one host ({self.backend})")
 
     def factors(self, primitive: str, algorithm: str) -> tuple[float, float]:
-        """(latency factor, bandwidth factor) of ``algorithm`` for ``primitive``; (1, 1) if
-        it was not measured."""
-        for name, algo, latency, bandwidth in self.per_algorithm:
-            if (name, algo) == (primitive, algorithm):
-                return latency, bandwidth
-        return 1.0, 1.0
+        """(latency factor, bandwidth factor) of ``algorithm`` for ``primitive``: measured, else
+        those of its closest relative (:data:`RELATIVES`), else (1, 1)."""
+        found = {(name, algo): (latency, bandwidth)
+                 for name, algo, latency, bandwidth in self.per_algorithm}
+        relative = RELATIVES.get((primitive, algorithm))
+        return found.get((primitive, algorithm), found.get((primitive, relative), (1.0, 1.0)))
 
     def plain(self) -> "Calibration":
         """This calibration without per-algorithm factors or timings: the α-β-γ model alone."""
@@ -122,8 +131,9 @@ class Calibration:
 
     def measured(self, primitive: str, n: int, algorithm: str, nbytes: float) -> float | None:
         """Seconds ``algorithm`` takes for ``nbytes`` of input per rank by the ``timings``:
-        log-log interpolated between the sizes measured; below the smallest, its time; above
-        the largest, its time scaled with the bytes. None where it was not measured."""
+        linearly interpolated between the sizes measured (exact where time is α + bytes·β);
+        below the smallest, its time; above the largest, its time scaled with the bytes (never
+        less than the truth where time grows with the bytes). None where it was not measured."""
         points = sorted((size, seconds) for name, ranks, algo, size, seconds in self.timings
                         if (name, ranks, algo) == (primitive, n, algorithm))
         if not points:
@@ -131,8 +141,7 @@ class Calibration:
         sizes, seconds = np.array(points).T  # (points,), (points,)
         if nbytes > sizes[-1]:
             return float(seconds[-1] * nbytes / sizes[-1])
-        return float(np.exp(np.interp(np.log(max(nbytes, 1.0)), np.log(sizes),
-                                      np.log(seconds))))
+        return float(np.interp(nbytes, sizes, seconds))
 
     def save(self, path) -> Path:
         path = Path(path)
@@ -279,13 +288,14 @@ def schedule_for(primitive: str, algorithm: str, n: int, nbytes: float,
                  calibration_: Calibration | None = None,
                  topology: Topology | None = None) -> Schedule:
     """The schedule ``auto`` would run for ``nbytes`` on n ranks: its usual pieces (on a
-    topology, every pipelined one's from the model); a two-level one on the topology's nodes."""
+    topology, every pipelined one's from the model); a hierarchical one on the topology's
+    levels (a torus's dimensions, nodes' (n_nodes, gpus))."""
     entry = SCHEDULES[primitive][algorithm]
     if entry.two_level:
-        if topology is None or not topology.gpus_per_node:
-            raise ValueError(f"schedule_for: {algorithm!r} needs a topology of nodes")
-        return build_schedule(primitive, algorithm, (n // topology.gpus_per_node,
-                                                     topology.gpus_per_node))
+        if topology is None or not topology.levels:
+            raise ValueError(f"schedule_for: {algorithm!r} needs a topology with levels "
+                             "(nodes, a torus)")
+        return build_schedule(primitive, algorithm, topology.levels)
     if topology is None:
         count = pieces_for(primitive, algorithm, n, nbytes, calibration_)
     else:
@@ -317,10 +327,11 @@ def _cheapest_message(topology: Topology) -> float:
 def ranking(primitive: str, n: int, nbytes: float, calibration_: Calibration | None = None,
             compress: Compress | None = None,
             topology: Topology | None = None) -> list[tuple[str, Cost]]:
-    """Every algorithm of ``primitive`` with its predicted cost on n ranks for a buffer of
-    ``nbytes`` per rank, cheapest first (pipelined trees with their usual piece count; the
-    calibration's per-algorithm factors applied, where it has them). Two-level algorithms
-    need the axis' shape and are left out: ``auto`` never picks them.
+    """Every algorithm of ``primitive`` with its predicted cost on n ranks for ``nbytes`` of
+    input per rank (what ``auto`` sees; :func:`cost` prices allgather and gather on their
+    output, n times it: :func:`schedule_bytes`), cheapest first (pipelined trees with their
+    usual piece count; the calibration's per-algorithm factors applied, where it has them).
+    Two-level algorithms need the axis' shape and are left out: ``auto`` never picks them.
 
     ``compress``: priced on the encoded bytes, and only the algorithms whose error bound
     (compression.py) is within 1.5x of the smallest are ranked, two_shot and pairwise among
@@ -328,20 +339,22 @@ def ranking(primitive: str, n: int, nbytes: float, calibration_: Calibration | N
     same number of rounds, with no calibration of their own).
 
     ``topology``: the answer on paper for those links (:func:`~jaxcoll.topology.simulate`,
-    every round's transfers at once): every algorithm is ranked, two-level ones on the
-    topology's nodes, and no per-algorithm factor applies (they measure a runtime).
+    every round's transfers at once): every algorithm is ranked, hierarchical ones on the
+    topology's levels (k for a k-D torus), and no per-algorithm factor applies (they measure a
+    runtime); ``nbytes`` is then the schedule's buffer, as :func:`simulate` takes it.
 
     A calibration with ``timings`` for ``primitive`` on n ranks (uncompressed, no topology):
     the algorithms timed are ranked by :meth:`Calibration.measured`, the others left out."""
     cal = calibration_ or calibration()
     wire = 1.0 if compress is None else compress.wire_bytes(1 << 20) / (4 << 20)
     timed = _timed(cal, primitive, n, nbytes) if compress is None and topology is None else {}
+    buffer = _buffer(primitive, n, nbytes, topology)
     costs, bounds = [], {}
     for name in sorted(SCHEDULES[primitive]):
         if not _ranked(SCHEDULES[primitive][name], compress, topology) or (
                 timed and name not in timed):
             continue
-        c, latency_part = _priced(primitive, name, n, nbytes * wire, cal, topology)
+        c, latency_part = _priced(primitive, name, n, buffer * wire, cal, topology)
         latency, bandwidth = (1.0, 1.0) if topology else cal.factors(primitive, name)
         seconds = timed.get(name, latency * latency_part + bandwidth * (c.seconds - latency_part))
         costs.append((name, replace(c, seconds=seconds)))
@@ -351,7 +364,16 @@ def ranking(primitive: str, n: int, nbytes: float, calibration_: Calibration | N
             bounds[name] = error_bound(compress, quantizations(schedule, settle), n, 1.0)
     if bounds:
         costs = [(name, c) for name, c in costs if bounds[name] <= 1.5 * min(bounds.values())]
-    return sorted(costs, key=lambda item: item[1].seconds)
+    # a tie (the same rounds and bytes, up to rounding) goes to the algorithm that is not
+    # priced by a relative's factors: nothing says the newcomer is faster
+    newcomer = {name for name, _ in costs
+                if (primitive, name) in RELATIVES and not timed and topology is None}
+    return sorted(costs, key=lambda item: item[1].seconds * (1 + 1e-9 * (item[0] in newcomer)))
+
+
+def _buffer(primitive: str, n: int, nbytes: float, topology: Topology | None) -> float:
+    """The bytes :func:`cost` and :func:`bounds` take for :func:`ranking`'s ``nbytes``."""
+    return nbytes if topology is not None else schedule_bytes(primitive, nbytes, n)
 
 
 def _timed(cal: Calibration, primitive: str, n: int, nbytes: float) -> dict[str, float]:
@@ -362,8 +384,8 @@ def _timed(cal: Calibration, primitive: str, n: int, nbytes: float) -> dict[str,
 
 def _ranked(entry, compress: Compress | None, topology: Topology | None) -> bool:
     """Whether :func:`ranking` prices this algorithm (see there)."""
-    if entry.two_level:
-        return bool(topology and topology.gpus_per_node and topology.n > topology.gpus_per_node)
+    if entry.two_level:  # on the topology's levels, if more than the innermost has ranks
+        return bool(topology and topology.levels and topology.n > topology.levels[-1])
     compressed = compress is not None and entry.auto_when_compressed
     return entry.auto or compressed or topology is not None
 
@@ -475,23 +497,27 @@ def explain(primitive: str, n: int, nbytes: float, calibration_: Calibration | N
     cal = calibration_ or calibration()
     ranked = ranking(primitive, n, nbytes, cal, topology=topology)
     best = ranked[0][1].seconds or 1e-30
-    bound = bounds(primitive, n, nbytes, cal, topology)
+    buffer = _buffer(primitive, n, nbytes, topology)
+    bound = bounds(primitive, n, buffer, cal, topology)
     links = topology or cal.topology(n)
     where = (f"on {links.name} ({links.assumptions})" if links else
              f"α={cal.alpha:.3g} s, β={cal.beta:.3g} s/B, γ={cal.gamma:.3g} s/B")
     where += "" if topology else f" ({cal.backend}: {cal.source})"
-    print(f"{primitive}, n={n}, {nbytes:.0f} bytes per rank; {where}; lower bounds: "
+    print(f"{primitive}, n={n}, {nbytes:.0f} bytes per rank"
+          f"{'' if topology else ' in'}; {where}; lower bounds: "
           f"{bound.rounds} rounds, {bound.path_bytes:.0f} B through {bound.limit}, "
           f"{bound.seconds * 1e6:.1f} µs")
     for name, c in ranked:
         latency, bandwidth = (1.0, 1.0) if topology else cal.factors(primitive, name)
-        measured = (f"   (measured factors: α x{latency:g}, β γ x{bandwidth:g})"
+        own = any(tuple(row[:2]) == (primitive, name) for row in cal.per_algorithm)
+        whose = "measured" if own else f"{RELATIVES.get((primitive, name))}'s"
+        measured = (f"   ({whose} factors: α x{latency:g}, β γ x{bandwidth:g})"
                     if (latency, bandwidth) != (1.0, 1.0) else "")
         if not topology and cal.measured(primitive, n, name, nbytes) is not None:
             measured = "   (time measured on this machine)"
         schedule = schedule_for(primitive, name, n, nbytes, cal, topology)
         if links is None:
-            path = cost(schedule, nbytes, alpha=0.0, beta=1.0).seconds
+            path = cost(schedule, buffer, alpha=0.0, beta=1.0).seconds
             gap = f"bytes x{path / bound.path_bytes:.2f}" if bound.path_bytes else ""
         else:
             gap = f"time x{c.seconds / bound.seconds:.2f}" if bound.seconds else ""

@@ -7,7 +7,9 @@ model (model.py) stays plain arithmetic with no JAX in it.
 
 from __future__ import annotations
 
+import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from functools import lru_cache
 
@@ -97,6 +99,16 @@ def time_alternating(programs: dict, x, iters: int, warmup: int = 1,
     return times
 
 
+def compile_at_once(programs, *args) -> None:
+    """Compile the jitted ``programs`` for ``args``, in threads on a machine of several cores
+    (tracing one at a time; XLA compiles outside the GIL); their jit caches then hold them."""
+    lowered = [jitted.lower(*args) for jitted in programs]
+    workers = min(len(lowered), os.cpu_count() or 1)
+    if workers > 1:
+        with ThreadPoolExecutor(workers) as pool:
+            list(pool.map(lambda one: one.compile(), lowered))
+
+
 # ----------------------------------------------------------------------------- calibration
 
 ALGORITHM_SIZES = (1 << 11, 1 << 17, 1 << 23)  # bytes per rank: 2 KiB, 128 KiB, 8 MiB
@@ -163,26 +175,36 @@ def calibrate(mesh_or_n=None, *, sizes=(1 << 8, 1 << 12, 1 << 16, 1 << 20, 1 << 
 
 
 def time_algorithms(mesh, primitive: str, input_bytes: int, names, repeats: int,
-                    keep_within: float = np.inf, budget: float = 0.0) -> dict[str, float]:
+                    keep_within: float = np.inf, budget: float = 0.0,
+                    clear: float = np.inf) -> dict[str, float]:
     """{algorithm: median seconds} of ``primitive`` by each of ``names`` on float32 inputs
     of about ``input_bytes`` per rank (a multiple of n elements), timed in alternation and
-    agreed over the processes. ``keep_within``: after a warm-up call each, only those whose
-    next call was within that factor of the fastest one's are timed again (the others keep
-    that one call's time). ``budget``: seconds that more rounds (up to 5 x ``repeats``) may
-    take where ``repeats`` take less."""
+    agreed over the processes: a warm-up call each, then rounds of one call each, ``repeats``
+    at a time. After each batch only those within ``keep_within`` of the fastest are timed
+    again (the others keep their medians so far); more batches (up to 5 x ``repeats``
+    rounds) while they took less than ``budget`` seconds in all and the runner-up is within
+    ``clear`` of the fastest (the order not yet clear)."""
     n = mesh.size
     count = max(n, input_bytes // 4 // n * n)  # float32, a multiple of n
     x = on_mesh(verifiable_values(n, count, "float32"), mesh)
     programs = {name: program(primitive, name, mesh) for name in names}
-    first = time_alternating(programs, x, 1, warmup=1)  # compiled, warm, then one call each
-    firsts = agreed_median([first[name] for name in names])  # (algorithms,)
-    kept = [name for name, t in zip(names, firsts) if t <= keep_within * firsts.min()]
-    one_round = sum(t for name, t in zip(names, firsts) if name in kept)
-    rounds = int(np.clip(budget / one_round, repeats, 5 * repeats))
-    rounds = int(agreed_median([[rounds]]).min())  # the same in every process
-    times = time_alternating({name: programs[name] for name in kept}, x, rounds, 0)
-    medians = dict(zip(names, map(float, firsts)))
-    medians.update(zip(kept, map(float, agreed_median([times[name] for name in kept]))))
+    compile_at_once(programs.values(), x)
+    time_alternating(programs, x, 0, warmup=1)  # warm
+    samples = {name: [] for name in names}
+    medians, kept, spent = {}, list(names), 0.0
+    while kept:
+        batch = time_alternating({name: programs[name] for name in kept}, x, repeats, 0)
+        for name in kept:
+            samples[name] += batch[name]
+        # the same numbers (and so the same decisions) in every process
+        medians.update(zip(kept, map(float, agreed_median([samples[name] for name in kept]))))
+        spent += repeats * sum(medians[name] for name in kept)
+        fastest = min(medians[name] for name in kept)
+        kept = [name for name in kept if medians[name] <= keep_within * fastest]
+        rest = sorted(medians[name] for name in kept)
+        if (len(rest) < 2 or rest[1] > clear * rest[0] or spent >= budget
+                or len(samples[kept[0]]) >= 5 * repeats):
+            break
     return medians
 
 

@@ -51,26 +51,57 @@ def test_ranking_follows_the_textbook():
 
 
 def test_timings_rank_by_interpolated_measurements(tmp_path, capsys):
-    """Recursive doubling 0.5 -> 4 ms and the ring 1 -> 2 ms from 1 KiB to 1 MiB: log-log
-    lines that cross at 32 KiB; below 1 KiB the times of 1 KiB, above 1 MiB times that grow
-    with the bytes; algorithms without timings are left out."""
+    """Recursive doubling 0.5 -> 4 ms and the ring 1 -> 2 ms from 1 KiB to 1 MiB: lines (exact
+    for α + bytes·β) that cross at a fifth of the way; below 1 KiB the times of 1 KiB, above
+    1 MiB times that grow with the bytes; algorithms without timings are left out."""
     timed = Calibration(alpha=1e-12, beta=1e-6, gamma=0.0, backend="test", timings=(
         ("allreduce", 8, "recursive_doubling", 1 << 10, 0.5e-3),
         ("allreduce", 8, "recursive_doubling", 1 << 20, 4e-3),
         ("allreduce", 8, "ring", 1 << 10, 1e-3), ("allreduce", 8, "ring", 1 << 20, 2e-3)))
-    assert timed.measured("allreduce", 8, "ring", 1 << 15) == pytest.approx(2 ** 0.5 * 1e-3)
+    halfway = ((1 << 10) + (1 << 20)) / 2
+    assert timed.measured("allreduce", 8, "ring", halfway) == pytest.approx(1.5e-3)
     assert timed.measured("allreduce", 8, "ring", 1 << 22) == pytest.approx(8e-3)
     assert timed.measured("allreduce", 8, "ring", 1) == pytest.approx(1e-3)
     assert timed.measured("allreduce", 4, "ring", 1024) is None
-    picks = [jaxcoll.choose("allreduce", 8, size, timed) for size in (1, 1 << 14, 1 << 16, 1 << 24)]
+    picks = [jaxcoll.choose("allreduce", 8, size, timed) for size in (1, 1 << 16, 1 << 19, 1 << 24)]
     assert picks == ["recursive_doubling", "recursive_doubling", "ring", "ring"]
-    assert [name for name, _ in jaxcoll.model.ranking("allreduce", 8, 1 << 16, timed)] == [
+    assert [name for name, _ in jaxcoll.model.ranking("allreduce", 8, 1 << 19, timed)] == [
         "ring", "recursive_doubling"]
     assert jaxcoll.choose("allreduce", 8, 1 << 16, timed.plain()) != "recursive_doubling"
     assert jaxcoll.choose("allreduce", 4, 1, timed) == jaxcoll.choose("allreduce", 4, 1, timed.plain())
     jaxcoll.explain("allreduce", 8, 1 << 16, timed)
     assert "(time measured on this machine)" in capsys.readouterr().out
     assert Calibration.load(timed.save(tmp_path / "timed.json")) == timed
+
+
+def test_allgather_and_gather_are_priced_on_their_output():
+    """auto passes one rank's input; allgather's and gather's schedules move n times it: the
+    ring allgather's busiest rank sends n - 1 inputs, a naive gather's one, as cost() of their
+    schedules on the output."""
+    n, nbytes = 8, 1 << 20
+    for primitive, name, sends in (("allgather", "ring", n - 1), ("gather", "naive", 1)):
+        ranked = dict(jaxcoll.model.ranking(primitive, n, nbytes, BANDWIDTH_BOUND))
+        on_output = jaxcoll.cost(jaxcoll.schedule(primitive, name, n), n * nbytes,
+                                 alpha=BANDWIDTH_BOUND.alpha, beta=BANDWIDTH_BOUND.beta)
+        assert ranked[name].seconds == pytest.approx(on_output.seconds)
+        assert ranked[name].bytes_sent == pytest.approx(sends * nbytes)
+
+
+def test_swing_and_pat_take_their_relatives_factors():
+    """Without factors of their own, Swing is priced with halving-doubling's and PAT with
+    Bruck's (its reduce_scatter with halving-doubling's); where the model prices them the same
+    as another algorithm, auto keeps to the other (nothing says the newcomer is faster)."""
+    cpu = jaxcoll.model._shipped("cpu")
+    for primitive, name, relative in (("allreduce", "swing", "halving_doubling"),
+                                      ("allgather", "pat", "bruck"),
+                                      ("reduce_scatter", "pat", "halving_doubling")):
+        assert name in jaxcoll.model.auto_candidates(primitive)
+        assert cpu.factors(primitive, name) == cpu.factors(primitive, relative) != (1.0, 1.0)
+        assert cpu.plain().factors(primitive, name) == (1.0, 1.0)
+    ranked = dict(jaxcoll.model.ranking("allgather", 6, 1024, LATENCY_BOUND))
+    assert ranked["pat"].seconds == pytest.approx(ranked["bruck"].seconds)
+    assert jaxcoll.choose("allgather", 6, 1024, LATENCY_BOUND) == "bruck"
+    assert jaxcoll.choose("allreduce", 8, 1 << 20, cpu) != "swing"
 
 
 def test_explain_prints_the_ranking(capsys):
@@ -135,18 +166,17 @@ def test_ranking_applies_the_factors():
 
 
 def test_no_schedule_beats_the_lower_bounds():
-    """Every registered schedule, every primitive, n = 1..24 (two-level ones on 2 x n/2): at
-    least ceil(log2 n) rounds, and at least the bounds' bytes sent and reduced on the critical
-    path (the model's β and γ coefficients); the ring reaches the bandwidth bound, recursive
-    doubling the latency bound at powers of two."""
+    """Every registered schedule, every primitive, n = 1..24 (hierarchical ones on 2 x n/2,
+    and on 2 x 2 x n/4 too): at least ceil(log2 n) rounds, and at least the bounds' bytes sent
+    and reduced on the critical path (the model's β and γ coefficients); the ring reaches the
+    bandwidth bound, recursive doubling the latency bound at powers of two."""
     from jaxcoll.families import SCHEDULES, build_schedule
     for primitive, entries in SCHEDULES.items():
         for algorithm, entry in entries.items():
-            for n in range(1, 25):
-                if entry.two_level and n % 2:
-                    continue
-                schedule = build_schedule(primitive, algorithm, (2, n // 2) if entry.two_level
-                                          else n)
+            for n, shape in ((n, shape) for n in range(1, 25) for shape in (
+                    [(2, n // 2)] * (n % 2 == 0) + [(2, 2, n // 4)] * (n % 4 == 0)
+                    if entry.two_level else [n])):
+                schedule = build_schedule(primitive, algorithm, shape)
                 bound = jaxcoll.bounds(primitive, n, 1.0, BANDWIDTH_BOUND)
                 beta = jaxcoll.cost(schedule, 1.0, alpha=0.0, beta=1.0).seconds
                 gamma = jaxcoll.cost(schedule, 1.0, alpha=0.0, beta=0.0, gamma=1.0).seconds

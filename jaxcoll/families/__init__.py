@@ -41,10 +41,6 @@ class Algorithm:
 _ROOTED = dict(rooted=True)
 _PIPELINED = dict(rooted=True, pipelined=True)
 _CHAIN = dict(rooted=True, pipelined=True, model_pieces=True, auto=False)
-# Swing and PAT: auto leaves them out, compressed or not, until a calibration measures them. The
-# shipped ones carry per-algorithm factors (1-4.7x on CPU) for every other algorithm and none
-# for these, which would win on the missing factor alone. On paper (topology=) they are ranked.
-_UNMEASURED = dict(auto=False, auto_when_compressed=False)
 
 SCHEDULES: dict[str, dict[str, Algorithm]] = {
     "allreduce": {"ring": Algorithm(ring.allreduce), "naive": Algorithm(naive.allreduce),
@@ -55,19 +51,19 @@ SCHEDULES: dict[str, dict[str, Algorithm]] = {
                   "bidirectional_ring": Algorithm(ring.bidirectional_allreduce),
                   "hierarchical": Algorithm(hierarchical.allreduce, two_level=True),
                   "two_shot": Algorithm(two_shot.allreduce, auto=False),
-                  "swing": Algorithm(swing.allreduce, **_UNMEASURED)},
+                  "swing": Algorithm(swing.allreduce)},
     "reduce_scatter": {"ring": Algorithm(ring.reduce_scatter),
                        "naive": Algorithm(naive.reduce_scatter),
                        "halving_doubling": Algorithm(recursive.reduce_scatter),
                        "bidirectional_ring": Algorithm(ring.bidirectional_reduce_scatter),
                        "pairwise": Algorithm(two_shot.pairwise_reduce_scatter, auto=False),
-                       "pat": Algorithm(pat.reduce_scatter, **_UNMEASURED),
+                       "pat": Algorithm(pat.reduce_scatter),
                        "hierarchical": Algorithm(hierarchical.reduce_scatter, two_level=True)},
     "allgather": {"ring": Algorithm(ring.allgather), "naive": Algorithm(naive.allgather),
                   "recursive_doubling": Algorithm(recursive.allgather),
                   "halving_doubling": Algorithm(recursive.allgather),  # its doubling half
                   "bruck": Algorithm(bruck.allgather),
-                  "pat": Algorithm(pat.allgather, **_UNMEASURED),
+                  "pat": Algorithm(pat.allgather),
                   "bidirectional_ring": Algorithm(ring.bidirectional_allgather),
                   "hierarchical": Algorithm(hierarchical.allgather, two_level=True)},
     "alltoall": {"naive": Algorithm(naive.alltoall), "bruck": Algorithm(bruck.alltoall)},
