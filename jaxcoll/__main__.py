@@ -13,7 +13,9 @@ def draw_main(argv) -> int:
                     "that steps through the rounds, needs nothing).")
     parser.add_argument("primitive")
     parser.add_argument("algorithm")
-    parser.add_argument("--n", type=int, default=4, help="rank count (default 4)")
+    parser.add_argument("--n", type=_ranks_or_levels, default=4,
+                        help="rank count (default 4); for hierarchical the levels' sizes, "
+                             "outermost first: 2,4 or 2,2,2")
     parser.add_argument("--root", type=int, default=0)
     parser.add_argument("--pieces", type=int, default=1, help="pipeline pieces (trees)")
     parser.add_argument("-o", "--output", required=True,
@@ -33,6 +35,15 @@ def draw_main(argv) -> int:
         path = jaxcoll.draw(schedule, args.output, gif=suffix == "gif")
     print(f"wrote {path}: {schedule!r}")
     return 0
+
+
+def _ranks_or_levels(text: str) -> int | tuple[int, ...]:
+    """``--n``: an int, or comma-separated ints (a hierarchical schedule's levels)."""
+    try:
+        values = tuple(int(v) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an int or comma-separated ints, got {text!r}")
+    return values if "," in text else values[0]
 
 
 def main(argv=None) -> int:

@@ -26,7 +26,7 @@ Every transfer copies a chunk into a rank that lacks it, so each chunk spreads a
 run backwards with reduce (the schedule's time reversal), the same rounds are a
 reduce_scatter, and reduce_scatter + allgather an allreduce. Each candidate is priced on the
 primitive asked for. The registered algorithms (``jaxcoll.model.ranking`` on the topology:
-pipelined ones in the model's pieces, ``hierarchical`` on a topology of nodes) are candidates
+pipelined ones in the model's pieces, ``hierarchical`` on the levels of nodes or a torus) are candidates
 too, so the result is never slower than the best of them; :class:`Synthesis` says whether the
 search's own best beat it, by how much, and how far each is from the bound.
 """

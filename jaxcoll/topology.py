@@ -16,9 +16,10 @@ long as its slowest transfer; rounds run one after another, as the schedule's lo
 a matching shares a link, so that is exactly :func:`jaxcoll.cost` (tested for every schedule).
 
 Presets: :func:`switch` (every rank one full-duplex port into a non-blocking switch, as on
-NVSwitch), :func:`ring` and :func:`torus` (links to neighbours only, shortest-way routing,
-dimension by dimension), :func:`nodes` (GPUs on a switch inside each node, NICs between nodes),
-:func:`shared` (one medium every message crosses: processes of one host over loopback).
+NVSwitch), :func:`ring` and :func:`torus` (of any dimensions; links to neighbours only,
+shortest-way routing, dimension by dimension), :func:`nodes` (GPUs on a switch inside each
+node, NICs between nodes), :func:`shared` (one medium every message crosses: processes of
+one host over loopback).
 """
 
 from __future__ import annotations
@@ -52,6 +53,9 @@ class Topology:
     # (links,) seconds each message keeps a link busy on top of its bytes (LogGP's gap): what
     # a shared medium such as one host's cores pays per message; None: 0
     overhead: np.ndarray | None = None
+    # the sizes of the levels ``hierarchical`` runs on here, outermost first (a torus's
+    # dimensions, nodes' (n_nodes, gpus)); (): none
+    levels: tuple[int, ...] = ()
 
     def route(self, src: int, dst: int) -> list[str]:
         """The names of the links a transfer from ``src`` to ``dst`` crosses."""
@@ -242,27 +246,47 @@ def ring(n: int, *, alpha: float, beta: float, gamma: float = 0.0,
                                 f"{1 / beta / 1e9:.4g} GB/s per link each way")
 
 
-def torus(rows: int, cols: int, *, alpha: float, beta: float, gamma: float = 0.0) -> Topology:
-    """A rows x cols torus (rank = row·cols + col), full-duplex links to the four neighbours;
-    messages go along the row first, then the column, the shorter way each, α per hop."""
-    n = rows * cols
-    names = tuple(f"{r}->{d}" for r in range(n) for d in ("east", "west", "south", "north"))
+def torus(*dims: int, alpha: float, beta: float, gamma: float = 0.0) -> Topology:
+    """A torus of any dimensions, ``torus(rows, cols, ...)`` or ``torus(x, y, z, ...)`` (rank
+    row-major in ``dims``), full-duplex links to both neighbours along each dimension; messages
+    go along the innermost dimension first (the row), then outwards, the shorter way each,
+    α per hop."""
+    _check_dims(dims)
+    n, k = int(np.prod(dims)), len(dims)
+    strides = [int(np.prod(dims[d + 1:])) for d in range(k)]
+    ways = [_WAYS[k - 1 - d] if k - 1 - d < len(_WAYS) else (f"dim{d}+", f"dim{d}-")
+            for d in range(k)]  # link 2k·r + 2(k-1-d) + (backwards): rank r, dimension d
+    names = tuple(f"{r}->{way}" for r in range(n) for d in reversed(range(k)) for way in ways[d])
 
     def routes(src, dst):
-        row, col = src // cols, src % cols
-        along_row, step_col, _ = _along_ring(col, dst % cols, cols)
-        along_col, step_row, _ = _along_ring(row, dst // cols, rows)
-        east_west = np.where(along_row >= 0, 4 * (row[:, None] * cols + along_row)
-                             + np.where(step_col > 0, 0, 1)[:, None], -1)
-        north_south = np.where(along_col >= 0, 4 * (along_col * cols + (dst % cols)[:, None])
-                               + np.where(step_row > 0, 2, 3)[:, None], -1)
-        return _packed(np.concatenate([east_west, north_south], axis=1))
+        hops = []
+        for d in reversed(range(k)):  # innermost first: outer coordinates still src's
+            here = src // strides[d] % dims[d]
+            along, step, _ = _along_ring(here, dst // strides[d] % dims[d], dims[d])
+            others = (src // (strides[d] * dims[d]) * strides[d] * dims[d]  # outer: src's
+                      + dst % strides[d])  # inner: dst's, already travelled
+            owner = others[:, None] + along * strides[d]  # (t, most hops) rank owning each hop
+            hops.append(np.where(along >= 0, 2 * k * owner + 2 * (k - 1 - d)
+                                 + np.where(step > 0, 0, 1)[:, None], -1))
+        return _packed(np.concatenate(hops, axis=1))
 
-    return Topology(f"{rows}x{cols} torus", n, names, np.full(4 * n, float(alpha)),
-                    np.full(4 * n, float(beta)), routes, gamma,
-                    assumptions=f"{rows}x{cols} torus, full-duplex links to 4 neighbours, "
-                                f"row then column routing; α={alpha:.3g} s per hop, "
+    shape = "x".join(map(str, dims))
+    return Topology(f"{shape} torus", n, names, np.full(2 * k * n, float(alpha)),
+                    np.full(2 * k * n, float(beta)), routes, gamma, levels=tuple(dims),
+                    assumptions=f"{shape} torus, full-duplex links to {2 * k} neighbours, "
+                                f"innermost dimension first routing; α={alpha:.3g} s per hop, "
                                 f"{1 / beta / 1e9:.4g} GB/s per link each way")
+
+
+# each dimension's two ways, innermost dimension first (a 2-D torus: east/west along a row)
+_WAYS = (("east", "west"), ("south", "north"), ("up", "down"))
+
+
+def _check_dims(dims) -> None:
+    if not dims or any(isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 1
+                       for d in dims):
+        raise ValueError(f"torus: dims={dims!r}, must be one or more ints >= 1, the sizes of "
+                         "the dimensions (torus(4, 4, ...), torus(2, 2, 2, ...))")
 
 
 def _packed(route: np.ndarray) -> np.ndarray:
@@ -296,7 +320,7 @@ def nodes(n_nodes: int, gpus: int, *, nvlink: tuple[float, float], nic: tuple[fl
                         axis=1)
 
     return Topology(name or f"{n_nodes} nodes x {gpus} GPUs", n, names, alpha, beta, routes,
-                    gamma, np.arange(n) // gpus, gpus,
+                    gamma, np.arange(n) // gpus, gpus, levels=(n_nodes, gpus),
                     assumptions=f"{n_nodes} nodes x {gpus} GPUs; in a node a switch at "
                                 f"{1 / nv_beta / 1e9:.4g} GB/s per GPU each way, "
                                 f"α={nv_alpha:.3g} s; {nics} NICs per node at "

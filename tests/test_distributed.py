@@ -17,7 +17,7 @@ import time
 import pytest
 
 from jaxcoll import launch
-from jaxcoll.families import SCHEDULES
+from jaxcoll.check import cases
 
 PYTHON = sys.executable
 # The tests' own coordinator variables must not leak in from a surrounding launch.
@@ -177,7 +177,7 @@ def test_a_killed_rank_is_named_and_nothing_is_left_behind(tmp_path):
 
 
 def _expected_rows(counts: int) -> int:
-    return counts * sum(len(algorithms) for algorithms in SCHEDULES.values())
+    return counts * len(cases(8))  # hierarchical on 2 x 4, its allreduce on 2 x 2 x 2 too
 
 
 @pytest.mark.parametrize("nproc, devices, counts", [

@@ -16,8 +16,9 @@ import jaxcoll
 from helpers import (assert_same, count_permutes, exact_inputs, mesh, other_collectives,
                      ours_and_reference)
 from jaxcoll.execute import lower
+from jaxcoll.model import ranking
 from jaxcoll.symbolic import dual
-from jaxcoll.topology import Topology, nodes, simulate, torus
+from jaxcoll.topology import nodes, simulate, torus
 
 PRIMITIVES = ("allreduce", "reduce_scatter", "allgather")
 SHAPES = [(2, 2, 2), (2, 3, 2), (3, 1, 2), (4, 2), (3, 5), (7,), (1,), (2, 3, 2, 2), (4, 4, 4),
@@ -59,7 +60,8 @@ def test_a_ring_per_level_costs_the_flat_rings_bytes_in_fewer_rounds(shape):
             sent[t.src, _differing_level(shape, t.src, t.dst)] += len(t.chunks)
     expected = [2 * (s - 1) * prod(shape[:level]) for level, s in enumerate(shape)]
     assert (sent == expected).all()
-    bound = jaxcoll.bounds("allreduce", n, N, jaxcoll.Calibration(alpha=1e-12, beta=1.0, gamma=1.0, backend="test"))
+    bound = jaxcoll.bounds("allreduce", n, N, jaxcoll.Calibration(alpha=1e-12, beta=1.0,
+                                                                  gamma=1.0, backend="test"))
     assert schedule.n_rounds >= bound.rounds
     assert c.bytes_sent >= bound.path_bytes * (1 - 1e-12)
 
@@ -81,41 +83,12 @@ def test_drawn(tmp_path):
 
 # ----------------------------------------------------------------------------- on links
 
-def torus_nd(shape, *, alpha: float, beta: float, gamma: float = 0.0) -> Topology:
-    """A torus of any dimensions built with the Topology API (the preset is 2-D): rank
-    row-major in ``shape``, full-duplex links to both neighbours along each dimension,
-    routed innermost dimension first, the shorter way round each, α per hop."""
-    n = prod(shape)
-    names = tuple(f"{r}{way}d{dim}" for r in range(n) for dim in range(len(shape))
-                  for way in "+-")
-
-    def path(src: int, dst: int) -> list[int]:
-        at, to, links = list(np.unravel_index(src, shape)), np.unravel_index(dst, shape), []
-        for dim in reversed(range(len(shape))):
-            ahead = (int(to[dim]) - int(at[dim])) % shape[dim]
-            step = 1 if ahead <= shape[dim] - ahead else -1
-            for _ in range(ahead if step == 1 else shape[dim] - ahead):
-                links.append(2 * (np.ravel_multi_index(at, shape) * len(shape) + dim)
-                             + (step < 0))
-                at[dim] = (at[dim] + step) % shape[dim]
-        return links
-
-    def routes(src, dst):
-        paths = [path(int(s), int(d)) for s, d in zip(src, dst)]
-        width = max([1, *map(len, paths)])
-        return np.array([p + [-1] * (width - len(p)) for p in paths], dtype=np.int64)
-
-    links = len(names)
-    return Topology(f"{'x'.join(map(str, shape))} torus", n, names, np.full(links, alpha),
-                    np.full(links, beta), routes, gamma)
-
-
 @pytest.mark.parametrize("shape", [(2, 3, 4), (3, 3, 3), (2, 2, 2)], ids=str)
 def test_a_ring_per_dimension_of_a_3d_torus_uses_neighbour_links_only(shape):
-    """On a 3-D torus every transfer is one hop on a link of its own, so the simulation is
-    the α-β-γ cost exactly; above the bounds, and faster than the flat ring (whose row-major
-    ring wraps across dimensions) for small and large messages."""
-    topology = torus_nd(shape, alpha=ALPHA, beta=BETA, gamma=GAMMA)
+    """On the 3-D torus preset every transfer is one hop on a link of its own, so the
+    simulation is the α-β-γ cost exactly; above the bounds, and faster than the flat ring
+    (whose row-major ring wraps across dimensions) for small and large messages."""
+    topology = torus(*shape, alpha=ALPHA, beta=BETA, gamma=GAMMA)
     n = prod(shape)
     for primitive in PRIMITIVES:
         schedule = jaxcoll.schedule(primitive, "hierarchical", shape)
@@ -129,16 +102,19 @@ def test_a_ring_per_dimension_of_a_3d_torus_uses_neighbour_links_only(shape):
             assert took < simulate(ring, nbytes, topology).seconds
 
 
-def test_the_3d_torus_routes_match_the_2d_preset():
-    """The hand-built torus agrees with the preset on 2-D, so the 3-D one is the same model."""
-    ours, preset = torus_nd((3, 4), alpha=ALPHA, beta=BETA), torus(3, 4, alpha=ALPHA, beta=BETA)
-    src, dst = np.repeat(np.arange(12), 12), np.tile(np.arange(12), 12)
-    hops = lambda t: (t.routes(src, dst) >= 0).sum(axis=1)  # noqa: E731
-    np.testing.assert_array_equal(hops(ours), hops(preset))
-    for primitive in PRIMITIVES:
-        schedule = jaxcoll.schedule(primitive, "hierarchical", (3, 4))
-        assert simulate(schedule, 1e6, ours).seconds == pytest.approx(
-            simulate(schedule, 1e6, preset).seconds, rel=1e-12)
+def test_ranked_on_paper_on_the_topologys_levels():
+    """ranking(topology=) prices hierarchical on the topology's own levels: a 3-D torus's
+    three dimensions, nodes' (nodes, GPUs); at what simulate() says it takes."""
+    for topology in (torus(2, 3, 2, alpha=ALPHA, beta=BETA, gamma=GAMMA),
+                     nodes(4, 2, nvlink=(ALPHA / 4, BETA / 8), nic=(ALPHA, BETA), gamma=GAMMA)):
+        for primitive in PRIMITIVES:
+            schedule = jaxcoll.schedule(primitive, "hierarchical", topology.levels)
+            ranked = dict(ranking(primitive, topology.n, 1e6, topology=topology))
+            assert ranked["hierarchical"].seconds == simulate(schedule, 1e6, topology).seconds
+            assert ranked["hierarchical"].messages == schedule.n_rounds
+    assert torus(2, 3, 2, alpha=1, beta=1).levels == (2, 3, 2)
+    alone = ranking("allreduce", 4, 1e6, topology=torus(1, 4, alpha=1, beta=1))
+    assert "hierarchical" not in dict(alone)  # one level of ranks: the ring
 
 
 @pytest.mark.parametrize("shape, topology", [

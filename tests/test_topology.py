@@ -15,14 +15,21 @@ from jaxcoll.topology import nodes, ring, shared, simulate, switch, torus
 ALPHA, BETA, GAMMA = 1e-5, 1e-9, 3e-10
 
 
+def _levels(n: int) -> list[tuple[int, ...]]:
+    """The level shapes hierarchical is checked on for n ranks: 2 x n/2 for even n, and
+    2 x 2 x n/4 too where n/4 >= 2."""
+    return [(2, n // 2)] * (n % 2 == 0) + [(2, 2, n // 4)] * (n % 4 == 0 and n >= 8)
+
+
 def _schedules(ns, two_level=False):
     """(primitive, algorithm, schedule) for every registered schedule at ``ns``, roots 0 and
-    n-1, pipelined ones in 3 pieces; two-level ones (if ``two_level``) on 2 x n/2."""
+    n-1, pipelined ones in 3 pieces; hierarchical ones (if ``two_level``) on two and three
+    levels (:func:`_levels`)."""
     for primitive, entries in SCHEDULES.items():
         for algorithm, entry in entries.items():
             if entry.two_level:
-                for n in (n for n in ns if two_level and n % 2 == 0):
-                    yield primitive, algorithm, build_schedule(primitive, algorithm, (2, n // 2))
+                for shape in (shape for n in ns if two_level for shape in _levels(n)):
+                    yield primitive, algorithm, build_schedule(primitive, algorithm, shape)
                 continue
             for n in ns:
                 for root in sorted({0, n - 1} if entry.rooted else {0}):
@@ -98,12 +105,58 @@ def test_routes_are_shortest_paths():
     assert cluster.route(1, 2) == ["gpu1->nvswitch", "nvswitch->gpu2"]
     assert cluster.route(3, 6) == ["node0.nic1->fabric", "fabric->node1.nic1"]
     assert list(cluster.channel_ranks(1)) == [1, 2, 3, 0, 5, 6, 7, 4]
+    assert (mesh.levels, cluster.levels) == ((4, 4), (2, 4))
+
+
+# a hop along each dimension of a 3-D torus, innermost first: (dimension, step)
+HOPS = {"east": (2, 1), "west": (2, -1), "south": (1, 1), "north": (1, -1), "up": (0, 1),
+        "down": (0, -1)}
+
+
+@pytest.mark.parametrize("dims", [(2, 3, 4), (3, 1, 5)], ids=str)
+def test_a_3d_torus_routes_to_neighbours_innermost_dimension_first(dims):
+    """Walked hop by hop from src, every route of torus(x, y, z) leaves each rank by one of
+    its own links to a neighbour along one dimension, innermost dimensions first, the shorter
+    way round each, and arrives at dst."""
+    cube = torus(*dims, alpha=1, beta=1)
+    n = int(np.prod(dims))
+    assert (cube.n, cube.levels, len(cube.link_names)) == (n, dims, 6 * n)
+    for src in range(n):
+        for dst in range(n):
+            at, dims_walked = list(np.unravel_index(src, dims)), []
+            for link in cube.route(src, dst):
+                owner, way = link.split("->")
+                assert int(owner) == np.ravel_multi_index(at, dims), (src, dst, link)
+                dim, step = HOPS[way]
+                at[dim] = (at[dim] + step) % dims[dim]
+                dims_walked.append(dim)
+            assert np.ravel_multi_index(at, dims) == dst
+            assert dims_walked == sorted(dims_walked, reverse=True)
+            apart = np.abs(np.subtract(np.unravel_index(src, dims), np.unravel_index(dst, dims)))
+            assert len(dims_walked) == np.minimum(apart, np.subtract(dims, apart)).sum()
+
+
+def test_a_torus_of_one_or_four_dimensions():
+    """One dimension is a full-duplex ring (routes as long, the same simulated times); four
+    dimensions route as far as the sum of each one's shorter distance; bad ones are named."""
+    line, loop = torus(8, alpha=ALPHA, beta=BETA), ring(8, alpha=ALPHA, beta=BETA)
+    assert line.route(0, 5) == ["0->west", "7->west", "6->west"] and len(loop.route(0, 5)) == 3
+    for algorithm in ("ring", "bidirectional_ring", "recursive_doubling"):
+        schedule = build_schedule("allreduce", algorithm, 8)
+        assert simulate(schedule, 1e6, line).seconds == simulate(schedule, 1e6, loop).seconds
+    tesseract = torus(2, 3, 2, 3, alpha=1, beta=1)
+    # (0, 0, 0, 0) to (1, 2, 1, 2): back round the innermost, forward, back round, forward
+    assert tesseract.route(0, 35) == ["0->west", "2->south", "5->down", "17->dim0+"]
+    for bad in ((), (2, 0), (2, 2.0), (True, 2)):
+        with pytest.raises(ValueError, match=r"torus: dims=.*must be one or more ints >= 1"):
+            torus(*bad, alpha=1, beta=1)
 
 
 TOPOLOGIES = {
     "switch": lambda n: switch(n, alpha=ALPHA, beta=BETA, gamma=GAMMA),
     "ring": lambda n: ring(n, alpha=ALPHA, beta=BETA, gamma=GAMMA),
     "torus": lambda n: torus(2, n // 2, alpha=ALPHA, beta=BETA, gamma=GAMMA),
+    "3-D torus": lambda n: torus(2, 2, n // 4, alpha=ALPHA, beta=BETA, gamma=GAMMA),
     "nodes": lambda n: nodes(2, n // 2, nvlink=(ALPHA / 4, BETA / 8), nic=(ALPHA, BETA),
                              nics=1, gamma=GAMMA),
     "shared": lambda n: shared(n, alpha=ALPHA, beta=BETA / 8, overhead=ALPHA / 3, gamma=GAMMA),
@@ -112,11 +165,13 @@ TOPOLOGIES = {
 
 @pytest.mark.parametrize("kind", TOPOLOGIES)
 def test_no_schedule_beats_the_bounds_on_a_topology(kind):
-    """bounds(topology=) is a lower bound of simulate() for every registered schedule (two-level
-    ones on the nodes), small and large messages, and what limits it is named."""
-    ns = (2, 4, 6, 8) if kind in ("torus", "nodes") else (2, 3, 5, 8)
+    """bounds(topology=) is a lower bound of simulate() for every registered schedule
+    (hierarchical ones on two and three levels), small and large messages, and what limits it
+    is named."""
+    ns = {"torus": (2, 4, 6, 8), "nodes": (2, 4, 6, 8), "3-D torus": (12,)}.get(
+        kind, (2, 3, 5, 8))
     for nbytes in (64.0, 64e6):
-        for primitive, algorithm, schedule in _schedules(ns, two_level=kind == "nodes"):
+        for primitive, algorithm, schedule in _schedules(ns, two_level=True):
             n = schedule.n_ranks
             topology = TOPOLOGIES[kind](n)
             bound = bounds(primitive, n, nbytes, topology=topology)

@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 
 import jaxcoll
-from jaxcoll.check import ROOTED
+from jaxcoll.check import ROOTED, level_shape
 from jaxcoll.families import SCHEDULES, build_schedule, two_level
 from jaxcoll.schedules import Round, Schedule, Transfer
 from jaxcoll.symbolic import ScheduleError, verify
@@ -17,9 +17,11 @@ PAIRS = [(p, a) for p, algorithms in SCHEDULES.items() for a in algorithms]
 
 
 def shapes(primitive: str, algorithm: str, n: int) -> list:
-    """n itself, or for a two-level algorithm every (outer, inner) with outer * inner = n."""
+    """n itself, or for a hierarchical algorithm every (outer, inner) with outer * inner = n,
+    and three levels where n has three prime factors (the main job's: 2 x 2 x 2 for 8)."""
     if two_level(primitive, algorithm):
-        return [(outer, n // outer) for outer in range(1, n + 1) if n % outer == 0]
+        three = [level_shape(n, 3)] if min(level_shape(n, 3)) > 1 else []
+        return [(outer, n // outer) for outer in range(1, n + 1) if n % outer == 0] + three
     return [n]
 
 
@@ -83,8 +85,10 @@ def test_a_rank_sending_twice_in_one_ppermute_is_caught(monkeypatch):
         verify(fan_out)
 
 
-# Large rank counts and, for two-level algorithms, a square and a flat (outer, inner) of each.
-LARGE = {1024: [(32, 32), (4, 256)], 1023: [(31, 33), (3, 341)], 1000: [(25, 40), (4, 250)]}
+# Large rank counts and, for hierarchical algorithms, a square and a flat (outer, inner) of
+# each, and three levels.
+LARGE = {1024: [(32, 32), (4, 256), (4, 16, 16)], 1023: [(31, 33), (3, 341), (3, 11, 31)],
+         1000: [(25, 40), (4, 250), (10, 10, 10)]}
 
 
 @contextmanager
