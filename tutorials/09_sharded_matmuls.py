@@ -9,23 +9,16 @@
 # %% [markdown]
 # # 09 · Collectives in sharded matmuls
 #
-# Where do a model's collectives come from? Mostly from sharded matrix multiplies, and a
-# short notation tells you which one each needs.
+# Where do a model's collectives come from? Mostly from sharded matrix multiplies; a short
+# notation tells which one each needs.
 #
-# **What you will learn**
+# **What you will learn**: the notation of *How to Scale Your Model* (Austin et al., 2025,
+# [sharding chapter](https://jax-ml.github.io/scaling-book/sharding/)); the cases of a
+# sharded matmul; Megatron and sequence parallelism; FSDP, whose ReduceScatter `jax.grad`
+# writes; mixture of experts with and without a capacity; Ulysses attention.
 #
-# - the notation of *How to Scale Your Model* (Austin et al., 2025,
-#   [sharding chapter](https://jax-ml.github.io/scaling-book/sharding/)): `A[I_X, J]`, partial
-#   sums `{U_X}`, and four rules: AllGather removes a subscript, ReduceScatter adds one,
-#   AllReduce removes a partial sum, AllToAll moves a subscript;
-# - the three cases of a sharded matmul;
-# - the Megatron MLP, with and without sequence parallelism;
-# - FSDP: `jax.grad` turns its AllGather into a ReduceScatter, and it moves 1.5 times the
-#   bytes of data parallelism;
-# - mixture of experts and Ulysses attention, built on AllToAll.
-#
-# **Prerequisites**: notebook 02 (AllGather, ReduceScatter, and its section 7 on
-# `check_vma`). Every sharded result is checked against the unsharded computation.
+# **Prerequisites**: notebook 02 (section 7, `check_vma`). Every sharded result is checked
+# against the unsharded computation.
 
 # %%
 import os
@@ -68,9 +61,8 @@ def jaxcoll_calls(program, *args):
 # every device holds all of it (`P()`).
 #
 # One more state: `A[I, J]{U_X}`, **unreduced**. Every device on X holds an array of the full
-# shape, and A is their **sum**. You get one whenever devices multiply their own slices of a
-# contracting dimension: each product is a partial sum. Each collective moves between these
-# states:
+# shape, and A is their **sum**: what devices get by multiplying their own slices of a
+# contracting dimension. Each collective moves between these states:
 
 # %%
 A = ints(16, 16, seed=1)
@@ -101,7 +93,7 @@ np.testing.assert_array_equal(allgather_rule(A), np.broadcast_to(A, (n, 16, 16))
 np.testing.assert_array_equal(reduce_scatter_rule(parts), parts.sum(0))
 np.testing.assert_array_equal(allreduce_rule(parts), parts.sum(0))
 np.testing.assert_array_equal(alltoall_rule(A), A)
-print("each of the four changes only where the values live, not what they are")
+print("each one moves values; none changes them")
 
 # %% [markdown]
 # `allgather_rule` returns every device's copy, not `P()`, because JAX types an AllGather's
@@ -130,12 +122,12 @@ assert bytes_sent("alltoall", "naive", N / n) == bytes_sent("allgather", "ring",
 # (n-1)/n·N for each of AllGather, ReduceScatter and AllToAll, and twice that for AllReduce
 # (a ReduceScatter then an AllGather), each at the lower bound of `jaxcoll.bounds`. Mind what
 # N is: for `A[I_X, J] -> A[I, J]` the whole of A, for `A[I, J_X] -> A[I_X, J]` one shard. So
-# moving a subscript costs 1/n of removing it (the last assert). The book gets 1/4 on TPU
-# rings, where a block travels several hops; jaxcoll's model links every pair of devices.
+# moving a subscript costs 1/n of removing it (the last assert; the book's 1/4 is for TPU
+# rings, where blocks travel several hops).
 #
 # ## 2. The cases of a sharded matmul
 #
-# In `C[I, K] = A[I, J] · B[J, K]`, J is the **contracting** dimension, and the cases are
+# In `C[I, K] = A[I, J] · B[J, K]`, J is the **contracting** dimension; the cases are
 # about J.
 #
 # **Case 1: J is sharded on neither side.** The other subscripts carry over, with no
@@ -190,9 +182,6 @@ print("case 3:", jaxcoll_calls(case3_allreduce, A, B), "or",
       jaxcoll_calls(case3_reduce_scatter, A, B))
 
 # %% [markdown]
-# (The book's fourth case, `A[I_X, J] · B[J, K_X]`, would give `C[I_X, K_X]`, but one mesh
-# axis can shard only one dimension of an array: one operand is gathered first.)
-#
 # ## 3. Tensor parallelism: the Megatron MLP
 #
 # A transformer MLP is `Y = relu(X W1) W2`, with `X[B, D]` (B tokens), `W1[D, F]` and
@@ -200,11 +189,11 @@ print("case 3:", jaxcoll_calls(case3_allreduce, A, B), "or",
 # dimension F: `W1[D, F_X]` by columns, `W2[F_X, D]` by rows.
 #
 # - `X[B, D] · W1[D, F_X] -> H[B, F_X]`: case 1, no communication.
-# - relu works element by element, and every element of H is whole on its device.
+# - relu is elementwise, and every element of H is whole on its device.
 # - `H[B, F_X] · W2[F_X, D] -> Y[B, D]{U_X}`: case 3, so one AllReduce.
 #
-# One collective per MLP. Sharding W1 by rows instead would leave H unreduced, and relu of a
-# partial sum is not the relu of the sum.
+# Sharding W1 by rows instead would leave H unreduced, and relu of a partial sum is not the
+# relu of the sum.
 
 # %%
 batch, D, F = 16, 16, 64        # tokens, model width, hidden width
@@ -224,13 +213,12 @@ print("Megatron MLP:", jaxcoll_calls(megatron_mlp, X_tp, W1, W2))
 # %% [markdown]
 # The backward pass has one AllReduce too: each device's gradient for the replicated X covers
 # only its slice of F (Megatron's `f` operator). JAX inserts that sum itself, as a `psum`
-# ([notebook 02, section 7](02_allgather_reduce_scatter.ipynb#check-vma); section 7 here
-# counts it).
+# (notebook 02, section 7; section 7 here counts it).
 #
-# **Sequence parallelism** (Korthikanti et al., 2022) splits that AllReduce into its halves.
-# Between MLPs the activations stay sharded over the tokens, `X[B_X, D]`, so the layer norms
-# and dropouts in between work on 1/8 of them. The MLP gathers its input and reduce-scatters
-# its output:
+# **Sequence parallelism** (Korthikanti et al., 2022) splits that AllReduce into its halves
+# (the same bytes, notebook 02). Between MLPs the activations stay sharded over the tokens,
+# `X[B_X, D]`, so layer norms and dropouts work on 1/8 of them. The MLP gathers its input and
+# reduce-scatters its output:
 
 # %%
 @sharded((P("X"), P(None, "X"), P("X", None)), P("X"))
@@ -242,11 +230,6 @@ def sequence_parallel_mlp(x, w1, w2):  # x: (2, 16), this device's tokens
 
 np.testing.assert_array_equal(sequence_parallel_mlp(X_tp, W1, W2), reference)
 print("sequence parallel:", jaxcoll_calls(sequence_parallel_mlp, X_tp, W1, W2))
-activations = batch * D * 4
-assert (bytes_sent("allgather", "ring", activations)
-        + bytes_sent("reduce_scatter", "ring", activations)
-        == bytes_sent("allreduce", "ring", activations))
-print("AllGather + ReduceScatter send exactly the bytes of the AllReduce they replace")
 
 # %% [markdown]
 # ## 4. FSDP: the gradient of an AllGather is a ReduceScatter
@@ -279,17 +262,14 @@ np.testing.assert_allclose(fsdp_grad(W, X_fsdp), want, rtol=1e-5, atol=1e-5)
 print("FSDP gradient:", jaxcoll_calls(fsdp_grad, W, X_fsdp))
 
 # %% [markdown]
-# Written that way, the gathered W stays in memory until the backward has used it. Real FSDP
-# frees it after the forward and gathers it again in the backward: in JAX, `jax.checkpoint`.
-# The traced program then gathers W twice; in this one-layer toy XLA drops the forward's
-# AllGather, whose only use is the loss `jax.grad` throws away (in a real network it feeds the
-# next layer and stays).
+# Written that way, the gathered W stays in memory until the backward. Real FSDP frees it
+# and gathers it again in the backward: in JAX, `jax.checkpoint`. The traced program then
+# gathers W twice; in this one-layer toy XLA drops the forward's AllGather, whose only use is
+# the loss `jax.grad` throws away.
 #
-# The compiled program's `collective-permute`s: `algorithm="auto"` picks a schedule for the
-# 256-byte shard, and `jax.grad` runs that schedule's dual as the ReduceScatter. Each round is
-# one `ppermute`; the executor makes a run of rounds with the same partners one loop with one
-# `collective-permute`, and when the partners change every round, each round is its own. The
-# count below comes from the two schedules.
+# The compiled `collective-permute`s come from schedules: `auto` picks one for the 256-byte
+# shard, `jax.grad` runs its dual as the ReduceScatter, and each run of rounds with the same
+# partners compiles to one `collective-permute` (a loop).
 
 # %%
 fsdp_grad_remat = sharded((P("X"), P("X")), P("X"))(jax.grad(jax.checkpoint(fsdp_loss)))
@@ -302,8 +282,7 @@ print("traced:", dict(counted), "compiled:", dict(compiled), "as without jax.che
 
 
 def compiled_permutes(schedule):
-    """The collective-permutes jaxcoll's executor compiles `schedule` to: one per run of
-    consecutive rounds with the same (src, dst) pairs (a run of several becomes a loop)."""
+    """One collective-permute per run of consecutive rounds with the same (src, dst) pairs."""
     pairs = [sorted((t.src, t.dst) for t in round_) for round_ in schedule.rounds]
     return sum(1 for k, p in enumerate(pairs) if k == 0 or p != pairs[k - 1])
 
@@ -312,74 +291,66 @@ gather_schedule = jaxcoll.schedule("allgather", jaxcoll.choose("allgather", n, W
 its_dual = jaxcoll.symbolic.dual(gather_schedule)   # what jax.grad runs: the ReduceScatter
 assert compiled == {"collective-permute": compiled_permutes(gather_schedule)
                     + compiled_permutes(its_dual)}
-print(f"auto's AllGather for a {W.nbytes // n}-byte shard: {gather_schedule.name!r}, "
-      f"{gather_schedule.n_rounds} rounds -> {compiled_permutes(gather_schedule)} "
-      f"collective-permutes; its dual: {compiled_permutes(its_dual)}")
+print(f"auto's AllGather: {gather_schedule.name!r}, {gather_schedule.n_rounds} rounds -> "
+      f"{compiled_permutes(gather_schedule)} permutes; its dual {compiled_permutes(its_dual)}")
 
 # %% [markdown]
 # Two AllGathers and a ReduceScatter per step, each (n-1)/n of the weights' N bytes, against
-# data parallelism's one AllReduce, 2(n-1)/n·N. From the cost model:
+# data parallelism's one AllReduce, 2(n-1)/n·N:
 
 # %%
 weights = 100 << 20                     # N: 100 MiB of weights (any size gives the same ratio)
-for ranks in (2, 8, 64):
-    fsdp = (2 * bytes_sent("allgather", "ring", weights, ranks)
-            + bytes_sent("reduce_scatter", "ring", weights, ranks))
-    data_parallel = bytes_sent("allreduce", "ring", weights, ranks)
-    assert fsdp == 1.5 * data_parallel
-    print(f"n = {ranks:>2}: FSDP sends {fsdp / 2**20:6.1f} MiB per device per step, "
-          f"data parallel {data_parallel / 2**20:6.1f} MiB: x{fsdp / data_parallel:.2f}")
+fsdp_bytes = (2 * bytes_sent("allgather", "ring", weights)
+              + bytes_sent("reduce_scatter", "ring", weights))
+assert fsdp_bytes == 1.5 * bytes_sent("allreduce", "ring", weights)
+print(f"FSDP sends {fsdp_bytes / 2**20:.1f} MiB per device per step, 1.5 x data parallel's")
 
 # %% [markdown]
-# 1.5 times the bytes, for weights, gradients and optimizer state in 1/n of the memory (and a
-# layer's AllGather can run while the layer before computes). The ZeRO stages, by what each
-# device keeps 1/n of:
+# 1.5 times the bytes, for weights, gradients and optimizer state in 1/n of the memory. The
+# ZeRO stages, by what each device keeps 1/n of:
 #
 # | stage | sharded | collectives per step | bytes per device |
 # |---|---|---|---|
-# | ZeRO-1 | optimizer state | AllReduce dW (or ReduceScatter + AllGather) | 2(n-1)/n · N |
+# | ZeRO-1 | optimizer state | AllReduce dW | 2(n-1)/n · N |
 # | ZeRO-2 | + gradients | ReduceScatter dW, AllGather the updated W | 2(n-1)/n · N |
 # | ZeRO-3 / FSDP | + weights | AllGather W (twice), ReduceScatter dW | 3(n-1)/n · N |
 #
-# Reduce-scattering the gradients and keeping a chunk of the optimizer state is ZeRO-2
-# (`examples/zero_sharded.py`). The lecture (see notebook 01) says that when "各卡只维护部分参数"
-# ("each card maintains only part of the parameters") a ReduceScatter "就够用了" ("is
-# enough"). For the gradients it is; the updated shards must still reach every device before
-# the next forward, by an AllGather after the update (ZeRO-2) or before each layer (ZeRO-3).
+# The lecture's "a ReduceScatter is enough" when each card keeps part of the parameters
+# (notebook 01) holds for the gradients (ZeRO-2, `examples/zero_sharded.py`); the updated
+# shards must still reach every device.
 #
-# ## 5. Mixture of experts: AllToAll there and back
+# ## 5. Mixture of experts: AllToAll, padded or ragged
 #
-# A router sends each token to one of E expert MLPs (top-1, as in Switch Transformer), one
-# expert per device. Each device sorts its tokens into a buffer `[E, C, D]`, C slots per
-# expert (the *capacity*). An AllToAll sends block e to device e: `buf[S_X, E, C, D] ->
-# buf[S, E_X, C, D]`, S the device a token comes from. Device e applies expert e, and the
-# same AllToAll brings the results back, to be put in token order and scaled by the gate.
+# A router sends each token to one of E expert MLPs (top-1, as in Switch Transformer, Fedus
+# et al., 2021), one per device. **With a capacity**, each device sorts its tokens into a
+# buffer `[E, C, D]`, C slots per expert. An AllToAll sends block e to device e,
+# `buf[S_X, E, C, D] -> buf[S, E_X, C, D]` (S the source device), device e applies its
+# expert, and the same AllToAll brings the results back. A token past its expert's C slots is
+# **dropped** (the residual connection carries it).
 
 # %%
 E, T, D = n, 16, 8              # experts (one per device), tokens per device, model width
-C = T                           # capacity: T slots per expert, so no token is ever dropped
 tokens = rng.standard_normal((n * T, D)).astype(np.float32)  # all 128 tokens
 router = rng.standard_normal((D, E)).astype(np.float32)
 experts = rng.standard_normal((E, D, D)).astype(np.float32)  # expert e: tanh(x @ experts[e])
 
 
 def route(x, router):           # x: (T, D), this device's tokens
-    """dispatch (T, E, C): 1 where token t takes slot c of expert e; gate (T,)."""
+    """Each token's expert (T,) and gate (T,): the router's top-1."""
     probs = jax.nn.softmax(x @ router)                        # (T, E)
-    onehot = jax.nn.one_hot(jnp.argmax(probs, axis=1), E)     # (T, E): the chosen expert
-    slot = jnp.sum((jnp.cumsum(onehot, axis=0) - 1) * onehot, axis=1)  # (T,): place in its queue
-    dispatch = onehot[:, :, None] * jax.nn.one_hot(slot, C)[:, None, :]  # (T, E, C)
-    return dispatch, jnp.max(probs, axis=1)
+    return jnp.argmax(probs, axis=1), jnp.max(probs, axis=1)
 
 
-def moe_layer(alltoall):
+def moe_capacity(alltoall, C):
     @sharded((P("X"), P(), P("X")), P("X"))
     def layer(x, router, expert):   # x: (T, D); expert: (1, D, D), this device's expert
-        dispatch, gate = route(x, router)
+        choice, gate = route(x, router)
+        onehot = jax.nn.one_hot(choice, E)                    # (T, E)
+        slot = jnp.sum((jnp.cumsum(onehot, axis=0) - 1) * onehot, axis=1)  # (T,): place in queue
+        dispatch = onehot[:, :, None] * jax.nn.one_hot(slot, C)[:, None, :]  # (T, E, C)
         buf = jnp.einsum("tec,td->ecd", dispatch, x)          # (E, C, D): tokens by expert
-        buf = alltoall(buf)                                   # (n sources, C, D), my expert's
-        out = jnp.tanh(buf @ expert[0])                       # (n sources, C, D)
-        out = alltoall(out)                                   # (E, C, D), back where they came from
+        out = jnp.tanh(alltoall(buf) @ expert[0])             # (n sources, C, D): my expert's
+        out = alltoall(out)                                   # (E, C, D): back home
         return gate[:, None] * jnp.einsum("tec,ecd->td", dispatch, out)  # (T, D)
     return layer
 
@@ -388,66 +359,92 @@ def jaxcoll_alltoall(buf):
     return jaxcoll.alltoall(buf, "X", split_dim=0, concat_dim=0, tiled=True)
 
 
-def lax_alltoall(buf):
-    return lax.all_to_all(buf, "X", 0, 0, tiled=True)
-
-
 probs = jax.nn.softmax(tokens @ router)                       # unsharded, token by token
 chosen = np.argmax(probs, axis=1)
 want = probs.max(axis=1)[:, None] * jnp.tanh(jnp.einsum("td,tdf->tf", tokens, experts[chosen]))
-got = moe_layer(jaxcoll_alltoall)(tokens, router, experts)
+no_drops = moe_capacity(jaxcoll_alltoall, C=T)                # C = T: room for every token
+got = no_drops(tokens, router, experts)
 np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
-np.testing.assert_array_equal(got, moe_layer(lax_alltoall)(tokens, router, experts))
-print("MoE layer:", jaxcoll_calls(moe_layer(jaxcoll_alltoall), tokens, router, experts),
-      "- equal to the unsharded layer, and to lax.all_to_all's to the bit")
+lax_alltoall = lambda buf: lax.all_to_all(buf, "X", 0, 0, tiled=True)  # noqa: E731
+np.testing.assert_array_equal(got, moe_capacity(lax_alltoall, C=T)(tokens, router, experts))
+print("MoE:", jaxcoll_calls(no_drops, tokens, router, experts), "equal to one device and lax")
 print("tokens per expert:", np.bincount(chosen, minlength=E))
+assert np.bincount(chosen).max() > 2 * T
 
 # %% [markdown]
-# An AllToAll only moves values, so the layer equals `lax.all_to_all`'s bit for bit. Each
-# sends (n-1)/n of the buffer, and the backward has two more (an AllToAll's transpose is an
-# AllToAll).
+# **The imbalance.** The router is untrained: the busiest expert gets over twice its share of
+# T = 16 tokens. C = T drops nothing, but 7/8 of the buffer is padding; real models take
+# C = ⌈1.25·T/E⌉ = 3, drop the overflow, and train the router toward balance with an
+# auxiliary loss.
 #
-# **The imbalance.** This router is untrained: the busiest expert gets more than twice its
-# share of 16 tokens, the idlest less than half (printed below). The buffer's shape is fixed,
-# so each expert processes n·C slots whatever arrives. With C = T nothing is dropped, but the
-# buffer is E = 8 times the tokens, 7/8 padding, sent twice each way. Real models take a
-# capacity factor, C = ⌈1.25·T/E⌉, and drop the overflow (`route` would: `one_hot(slot, C)` is
-# zero for slot >= C; a dropped token skips the layer through the residual connection):
+# **Without a capacity: `ragged_alltoall`** (`lax.ragged_all_to_all`'s semantics; XLA:CPU
+# cannot run lax's). Each device sorts its tokens by expert; slice e, `send_sizes[e]` rows
+# from `input_offsets[e]`, is written on device e at `output_offsets[e]`; `recv_sizes[s]` rows
+# arrive from device s. The sizes are run-time values, so the devices first gather everyone's
+# counts to agree where rows land. The combine swaps the roles.
 
 # %%
-per_source = np.stack([np.bincount(chosen[d * T:(d + 1) * T], minlength=E)
-                       for d in range(n)])                   # (source device, expert): tokens
-per_expert = per_source.sum(axis=0)                         # (E,)
-assert per_expert.sum() == n * T and per_source.max() <= C  # C = T: nothing dropped
-padding = 1 - n * T / (n * E * C)                           # slots with no token
-capacity = int(np.ceil(1.25 * T / E))                       # capacity factor 1.25: 3 slots
-dropped = int(np.maximum(per_source - capacity, 0).sum())
-kept_padding = 1 - (n * T - dropped) / (n * E * capacity)
-f, mean_prob = per_expert / (n * T), np.asarray(probs).mean(axis=0)
-balance_loss = E * float(np.sum(f * mean_prob))             # Switch Transformer's
-print(f"busiest expert {per_expert.max()} tokens, idlest {per_expert.min()}, mean {T}")
-print(f"C = T = {C}: {padding:.0%} of the slots are padding, no token dropped")
-print(f"C = {capacity}: {dropped} of {n * T} tokens dropped ({dropped / (n * T):.0%}), "
-      f"{kept_padding:.0%} of the slots padding")
-print(f"load-balancing loss E·Σ f_e·P_e = {balance_loss:.2f} (1 when balanced)")
-assert padding == 1 - 1 / E and per_expert.max() >= 2 * T and per_expert.min() <= T / 2
-assert 0.1 < dropped / (n * T) < 0.25 and balance_loss > 1.1
-assert 0.4 < kept_padding < 0.5
+def exclusive_cumsum(sizes, axis=0):
+    return jnp.cumsum(sizes, axis=axis) - sizes
+
+
+@sharded((P("X"), P(), P("X")), P("X"))
+def moe_ragged(x, router, expert):  # x: (T, D); expert: (1, D, D)
+    choice, gate = route(x, router)
+    order = jnp.argsort(choice, stable=True)                  # (T,): my tokens sorted by expert
+    counts = jnp.bincount(choice, length=E)                   # (E,): my tokens per expert
+    every = jaxcoll.allgather(counts, "X")                    # (n sources, E): everyone's counts
+    start = exclusive_cumsum(every)                           # (s, e): where s's rows land on e
+    me = lax.axis_index("X")
+    buf = jaxcoll.ragged_alltoall(                            # dispatch: slice e to device e
+        x[order], jnp.zeros((n * T, D), x.dtype),             # (n·T, D): room for every token
+        input_offsets=exclusive_cumsum(counts), send_sizes=counts,
+        output_offsets=start[me], recv_sizes=every[:, me], axis="X")
+    out = jnp.tanh(buf @ expert[0])                           # (n·T, D): my expert's
+    back = jaxcoll.ragged_alltoall(                           # combine: the roles swapped
+        out, jnp.zeros((T, D), x.dtype),                      # (T, D): my tokens, by expert
+        input_offsets=start[:, me], send_sizes=every[:, me],
+        output_offsets=exclusive_cumsum(every, axis=1)[:, me], recv_sizes=counts, axis="X")
+    return gate[:, None] * jnp.zeros_like(x).at[order].set(back)  # (T, D), in token order
+
+
+np.testing.assert_allclose(moe_ragged(tokens, router, experts), want, rtol=1e-5, atol=1e-6)
+print("ragged:", jaxcoll_calls(moe_ragged, tokens, router, experts), "equal to one device")
 
 # %% [markdown]
-# Padding or dropping: C = 3 drops about a sixth of the tokens (those beyond 3 per source and
-# expert) and still pads almost half the slots, at the idle experts. The cure is a balanced
-# router: Switch Transformer (Fedus et al., 2021) adds E·Σ f_e·P_e to the loss (f_e: the
-# fraction of tokens sent to expert e, P_e: the router's mean probability for e), 1 when both
-# are uniform. A ragged all-to-all (`lax.ragged_all_to_all`) sends each block at its real size:
-# no padding, no drops, but the busiest expert still sets the step's pace.
+# A `ragged_alltoall` is an AllToAll of the slices and one of their offsets. Side by side
+# (C = 3 run to count its drops; bytes per device and AllToAll from the cost model):
+
+# %%
+C = int(np.ceil(1.25 * T / E))                               # capacity factor 1.25: 3 slots
+with_drops = moe_capacity(jaxcoll_alltoall, C)(tokens, router, experts)
+dropped = np.all(np.asarray(with_drops) == 0, axis=1).sum()  # tokens whose output is zero
+per_source = np.stack([np.bincount(chosen[d * T:(d + 1) * T], minlength=E)
+                       for d in range(n)])                   # (source device, expert): tokens
+assert dropped == np.maximum(per_source - C, 0).sum()        # those past the C slots
+row = D * 4                                                  # bytes of one token
+slots = jaxcoll.ragged.padded_bytes(tokens[:T], np.zeros((n * T, D), np.float32), n)
+leaving = (n * T - np.trace(per_source)) * row / n           # rows for other devices, mean
+for name, sent, drops in [
+        ("capacity C = T", bytes_sent("alltoall", "naive", E * T * row), 0),
+        (f"capacity C = {C}", bytes_sent("alltoall", "naive", E * C * row), dropped),
+        ("ragged, jaxcoll's slots", bytes_sent("alltoall", "naive", slots), 0),
+        ("ragged, the rows only", leaving, 0)]:
+    print(f"{name:<24} sends {sent:5.0f} B, drops {drops:>2} tokens")
+assert slots == E * T * row and leaving < bytes_sent("alltoall", "naive", E * C * row)
+
+# %% [markdown]
+# No drops and no C. On GPUs and TPUs `lax.ragged_all_to_all` sends only the rows (last
+# line), less than C = 3's buffer; jaxcoll's, built from `ppermute` with static shapes,
+# carries each slice in a slot as long as it could be (T rows): C = T's bytes. Both ragged
+# versions receive into n·T rows, the worst case, and the busiest expert sets the step's pace.
 #
 # ## 6. Sequence parallelism with AllToAll (Ulysses)
 #
 # With the sequence sharded, `Q[S_X, H, Dh]`, every query still needs every key, but heads do
 # not mix. DeepSpeed-Ulysses (Jacobs et al., 2023) moves the subscript from S to H with an
 # AllToAll, `[S_X, H, Dh] -> [S, H_X, Dh]`, runs attention on its H/n heads, and moves it
-# back. Q, K and V travel in one call (one bucket, one collective).
+# back. Q, K and V travel in one call.
 
 # %%
 S, H, Dh = 64, 8, 4
@@ -468,35 +465,21 @@ def ulysses(q, k, v):           # (8, H, Dh) each: this device's tokens, all hea
 
 
 np.testing.assert_allclose(ulysses(Q, K, V), attention(Q, K, V), rtol=1e-5, atol=1e-6)
-assert jaxcoll_calls(ulysses, Q, K, V) == ["alltoall", "alltoall"]
 print("Ulysses attention equals full attention, with", jaxcoll_calls(ulysses, Q, K, V))
-
-# %% [markdown]
-# Ring attention (notebook 07) instead passes K and V around the ring, an AllGather never
-# materialized. With L the bytes of one device's Q: Ulysses sends (n-1)/n of 4L (Q, K, V and
-# the output), ring attention (n-1)·2L:
-
-# %%
 L = S // n * H * Dh * 4                 # bytes of one device's Q
-for ranks in (2, 4, 8):
-    ulysses_bytes = bytes_sent("alltoall", "naive", 3 * L, ranks) + bytes_sent(
-        "alltoall", "naive", L, ranks)
-    ring_bytes = bytes_sent("allgather", "ring", 2 * L * ranks, ranks)
-    assert ring_bytes == ranks / 2 * ulysses_bytes
-    print(f"n = {ranks}: Ulysses {ulysses_bytes:6.0f} B, ring attention {ring_bytes:6.0f} B "
-          f"per device (x{ring_bytes / ulysses_bytes:.0f})")
+assert (bytes_sent("allgather", "ring", 2 * L * n)           # ring attention: all K and V
+        == n / 2 * bytes_sent("alltoall", "naive", 4 * L))   # Ulysses: Q, K, V and the output
 
 # %% [markdown]
-# Ring/Ulysses = n/2. But Ulysses needs n <= H (the KV heads, with grouped-query attention)
-# and waits for its AllToAlls, while ring attention's transfers overlap compute (notebook 07).
-# Long-context systems often use Ulysses inside a node, ring across.
+# Ring attention (notebook 07) passes K and V around the ring instead: n/2 times Ulysses'
+# bytes. But Ulysses needs n <= H (the KV heads) and waits for its AllToAlls, while ring
+# attention's transfers overlap compute: long-context systems often use Ulysses inside a
+# node, ring across.
 #
 # ## 7. Summary: a forward and a backward pass of each
 #
-# `jax.grad` of each layer above, with respect to all its inputs, traced. JAX's own `psum`
-# counts too: it sums the gradient of every replicated input
-# ([notebook 02, section 7](02_allgather_reduce_scatter.ipynb#check-vma)), which is data
-# parallelism's AllReduce.
+# `jax.grad` of each layer above, traced. JAX's own `psum` counts too: it sums the gradient
+# of every replicated input (notebook 02, section 7), data parallelism's AllReduce.
 
 # %%
 def step_collectives(program, *args):
@@ -510,14 +493,15 @@ def step_collectives(program, *args):
 data_parallel = sharded((P(), P("X")), P("X"))(lambda w, x: jnp.tanh(x @ w))
 fsdp = sharded((P("X"), P("X")), P("X"))(jax.checkpoint(
     lambda w, x: jnp.tanh(x @ jaxcoll.allgather(w, "X", tiled=True))))
+moe_args = (tokens, router, experts)
 layers = [  # name, program, arguments, what it should contain
     ("data parallel", data_parallel, (W, X_fsdp), {"psum": 1}),
     ("FSDP (weights gathered again)", fsdp, (W, X_fsdp), {"allgather": 2, "reduce_scatter": 1}),
     ("Megatron MLP", megatron_mlp, (X_tp, W1, W2), {"allreduce": 1, "psum": 1}),
     ("+ sequence parallel", sequence_parallel_mlp, (X_tp, W1, W2),
      {"allgather": 2, "reduce_scatter": 2}),
-    ("mixture of experts", moe_layer(jaxcoll_alltoall), (tokens, router, experts),
-     {"alltoall": 4, "psum": 1}),
+    ("MoE, capacity C", no_drops, moe_args, {"alltoall": 4, "psum": 1}),
+    ("MoE, ragged", moe_ragged, moe_args, {"allgather": 1, "alltoall": 6, "psum": 1}),
     ("Ulysses attention", ulysses, (Q, K, V), {"alltoall": 4})]
 for name, program, args, expected in layers:
     found = step_collectives(program, *args)
@@ -531,19 +515,19 @@ for name, program, args, expected in layers:
 # | FSDP / ZeRO-3 | AllGather W | AllGather W, ReduceScatter dW | 3(n-1)/n · weights |
 # | Megatron MLP | AllReduce Y | AllReduce dX | 4(n-1)/n · activations |
 # | + sequence parallel | AllGather X, ReduceScatter Y | AllGather dY, ReduceScatter dX | 4(n-1)/n · activations |
-# | mixture of experts | AllToAll, AllToAll | AllToAll, AllToAll | 4(n-1)/n · buffer |
+# | MoE, capacity C | AllToAll, AllToAll | AllToAll, AllToAll | 4(n-1)/n · E·C tokens |
+# | MoE, ragged | AllGather counts, ragged AllToAll ×2 | ragged AllToAll ×2 | 4 · the rows that leave (jaxcoll: as C = T) |
 # | Ulysses attention | AllToAll (Q, K, V), AllToAll (out) | the same, transposed | 8(n-1)/n · L |
 #
 # The backward is the forward transposed: AllGather and ReduceScatter swap, AllToAll stays,
 # and every replicated input's gradient needs an AllReduce (the MoE `psum` is the router's).
-# Each can run any jaxcoll algorithm, so the earlier notebooks' question applies to all.
+# The ragged layer's 6 AllToAlls: slices and offsets forward, slices only backward.
 #
 # ## Try it
 #
 # **A matmul on the 2 x 4 grid.** `A[I_X, J_Y] · B[J_Y, K] -> C[I_X, K]`. Write
-# `my_matmul(a, b)`, which runs on every device of `grid` (a: `(I/2, J/4)`, b: `(J/4, K)`) and
-# returns this device's `(I/2, K)` block of C. Which case is it, and which collective, over
-# which axis?
+# `my_matmul(a, b)`, run on every device of `grid` (a: `(I/2, J/4)`, b: `(J/4, K)`), returning
+# its `(I/2, K)` block of C. Which case, which collective, over which axis?
 #
 # *Hint:* J is sharded over Y on both sides; X is only along for the ride.
 #
