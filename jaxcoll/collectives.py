@@ -32,6 +32,7 @@ from typing import Callable
 
 import jax
 import jax.numpy as jnp
+from jax import lax
 import numpy as np
 from jax.sharding import PartitionSpec as P
 
@@ -254,11 +255,31 @@ def _packed(leaves: list, layouts: list[Layout], run: Callable, bucket_bytes: in
             continue
         widths = [piece.shape[1] for piece in bucket_pieces]  # result: (rows', sum(widths))
         outputs = result if isinstance(result, tuple) else (result,)  # several: a tuple each
-        split = [jnp.split(r, np.cumsum(widths)[:-1], axis=1) for r in outputs]
+        split = [_columns(r, tuple(widths)) for r in outputs]
         for k, i in enumerate(bucket):
             values = tuple(layouts[i].from_rows(parts[k], leaves[i].shape) for parts in split)
             out[i] = values if isinstance(result, tuple) else values[0]
     return out
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(1,))
+def _columns(buf, widths: tuple[int, ...]) -> list:
+    """``buf``'s (rows, sum(widths)) columns cut into pieces ``widths`` wide, each a dynamic
+    slice whose start passes an optimization barrier. XLA's CPU compiler compiles one kernel
+    per distinct fusion: static slices make each piece's consumer (an optimizer's update of a
+    leaf) a kernel of its own; so cut, jaxlib 0.12 compiles the consumers of pieces of one shape
+    as one kernel (jaxlib 0.10 still one per piece; bench/RESULTS.md, "Whole-step compile").
+    The tangent is cut by static slices (their transpose is a concatenation)."""
+    starts = lax.optimization_barrier(tuple(
+        jnp.asarray(start, jnp.int32) for start in np.cumsum((0, *widths[:-1]))))
+    return [lax.dynamic_slice_in_dim(buf, start, width, axis=1)
+            for start, width in zip(starts, widths)]
+
+
+@_columns.defjvp
+def _columns_jvp(widths, primals, tangents):
+    (buf,), (tangent,) = primals, tangents
+    return _columns(buf, widths), jnp.split(tangent, np.cumsum(widths)[:-1], axis=1)
 
 
 def _runner(primitive: str, algorithm: str, n: int, axis, op: str = "sum", root: int = 0,
