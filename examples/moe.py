@@ -141,7 +141,7 @@ def main(argv=None) -> int:
                                         jnp.zeros((mesh.size * TOKENS * TOP_K, WIDTH)), EXPERTS)
     print(f"dispatch: {per_device.sum() * WIDTH * 4 // mesh.size} B of tokens per device on "
           f"average, in static slots of {slots} B")
-    print("output[:2]:", np.asarray(build(mesh, "auto")(*data)[:2]).round(3))
+    print("output[:2]:", np.asarray(build(mesh, "bruck")(*data)[:2]).round(3))
     return 0
 
 

@@ -79,7 +79,10 @@ def cache_dir() -> Path:
     """Where calibrations of this machine are kept."""
     if os.environ.get(CACHE_DIR):
         return Path(os.environ[CACHE_DIR]).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    try:
+        base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    except RuntimeError:  # no home directory to be found
+        base = Path(os.getcwd()) / ".cache"
     return Path(base).expanduser() / "jaxcoll"
 
 
@@ -173,12 +176,19 @@ def _valid(entry, key: str) -> bool:
 
 
 def _write(path: Path, print_: dict, entries: dict) -> None:
-    """The cache file with ``entries``, replaced at once (no reader sees half of it)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """The cache file with ``entries``, replaced at once (no reader sees half of it). Where it
+    can't be written (a read-only home), a warning: the entries stay this process's."""
     partial = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
     content = dict(format=FORMAT, fingerprint=print_, entries=entries)
-    partial.write_text(json.dumps(content, indent=1) + "\n")
-    os.replace(partial, path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial.write_text(json.dumps(content, indent=1) + "\n")
+        os.replace(partial, path)
+    except OSError as error:
+        warnings.warn(f"jaxcoll: could not write the calibration cache {path} ({error}); this "
+                      "process keeps what it measured", stacklevel=2)
+    finally:
+        partial.unlink(missing_ok=True)
 
 
 def _file_entries(path: Path, print_: dict) -> dict:
@@ -249,7 +259,9 @@ def _agreed(entry) -> bool:
         return entry is not None
     from .distributed import gather
 
-    text = json.dumps(entry, sort_keys=True).encode() if entry is not None else b""
+    agreed = ("primitive", "n", "algorithms", "timings")  # not each process's date or seconds
+    text = (json.dumps({k: entry.get(k) for k in agreed}, sort_keys=True).encode()
+            if entry is not None else b"")
     digest = np.frombuffer(hashlib.sha256(text).digest(), np.uint8)  # (32,)
     everyone = gather(np.concatenate([digest, [entry is not None]]))  # (processes, 33)
     return bool(everyone[:, -1].all() and (everyone == everyone[0]).all())

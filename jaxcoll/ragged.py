@@ -31,6 +31,9 @@ def ragged_alltoall(operand, output, input_offsets, send_sizes, output_offsets, 
     """``lax.ragged_all_to_all(operand, output, input_offsets, send_sizes, output_offsets,
     recv_sizes, axis_name=axis)``: slice i of ``operand`` goes to rank i // (K/n) and is written
     there at ``output_offsets[i]``; rows nobody writes keep ``output``'s values."""
+    # As lax's: send_sizes must equal the all_to_all of recv_sizes; the receiver's recv_sizes
+    # say how many rows of each slot it writes. Rows before or past the operand read as zeros;
+    # rows before or past the output are not written (jnp would wrap negative ones).
     fn = "ragged_alltoall"
     _check_data(fn, operand, output)
     indices = _check_indices(fn, input_offsets, send_sizes, output_offsets, recv_sizes)
@@ -39,26 +42,34 @@ def ragged_alltoall(operand, output, input_offsets, send_sizes, output_offsets, 
                                      axis_index_groups=axis_index_groups)
     algorithm, n, _, _, _, groups = collectives._arguments(
         "alltoall", operand, axis, algorithm, None, groups=axis_index_groups, fn=fn)
-    input_offsets, send_sizes, output_offsets, recv_sizes = indices
+    input_offsets, _, output_offsets, recv_sizes = indices  # send_sizes: lax's rule, = recv's
     slices = input_offsets.shape[0]
     if slices % n:
         raise ValueError(f"jaxcoll.{fn}: input_offsets has {slices} slices, not a multiple of "
                          f"the {n} ranks of axis={axis!r}: rank r receives slices r·K/n .. "
                          "(r+1)·K/n - 1")
+    k, row_shape = slices // n, operand.shape[1:]  # slices per rank; one row's shape
     cap = min(operand.shape[0], output.shape[0])
     rows = jnp.arange(cap, dtype=jnp.int32)
-    # slot i: rows input_offsets[i] .. + cap of the operand (rows past its end read as zeros)
-    read = (input_offsets[:, None] + rows).reshape(-1)  # (K·cap,)
-    slots = jnp.take(operand, read, axis=0, mode="fill", fill_value=0)
-    slots = slots.reshape(n, slices // n * cap, *operand.shape[1:])  # (n destinations, k·cap, ...)
+    # slot i: rows input_offsets[i] .. + cap of the operand (rows outside it read as zeros)
+    read = _outside_to_end(input_offsets[:, None] + rows, operand.shape[0])  # (K, cap)
+    slots = jnp.take(operand, read.reshape(-1), axis=0, mode="fill", fill_value=0)
+    slots = slots.reshape(n, k * cap, *row_shape)  # (n destinations, k·cap, ...)
     received, offsets = collectives.alltoall(
-        (slots, output_offsets.reshape(n, slices // n)), axis, split_dim=0, concat_dim=0,
-        tiled=True, algorithm=algorithm, axis_index_groups=groups)
+        (slots, output_offsets.reshape(n, k)), axis, split_dim=0, concat_dim=0, tiled=True,
+        algorithm=algorithm, axis_index_groups=groups)
     # received: (n sources, k·cap, ...); offsets[s, j]: where source s's slice j lands here
     write = offsets.reshape(-1)[:, None] + rows  # (K, cap)
-    write = jnp.where(rows < recv_sizes[:, None], write, output.shape[0])  # past the end: dropped
-    return output.at[write.reshape(-1)].set(
-        received.reshape(slices * cap, *operand.shape[1:]), mode="drop")
+    write = jnp.where(rows < recv_sizes[:, None], write, output.shape[0])
+    write = _outside_to_end(write, output.shape[0])  # past the end (or before it): dropped
+    return output.at[write.reshape(-1)].set(received.reshape(slices * cap, *row_shape),
+                                           mode="drop")
+
+
+def _outside_to_end(index, length: int):
+    """``index`` with entries outside 0..length-1 set to ``length`` (jnp would wrap negative
+    ones to the end; past the end is read as fill, written nowhere)."""
+    return jnp.where((index < 0) | (index >= length), length, index)
 
 
 def padded_bytes(operand, output, n_slices: int) -> int:

@@ -153,8 +153,8 @@ def test_bad_input_is_named():
 # ----------------------------------------------------------------------------- in a browser
 
 @pytest.fixture(scope="module")
-def tab():
-    """One tab of one headless Chromium for the module (Debian's, driven by Playwright)."""
+def browser():
+    """One headless Chromium for the module (Debian's, driven by Playwright)."""
     sync_api = pytest.importorskip(
         "playwright.sync_api", reason="the browser tests need Playwright: pip install -e "
         "'.[test]' (or pip install playwright)")
@@ -164,8 +164,16 @@ def tab():
                     "download does not work without a network)")
     with sync_api.sync_playwright() as playwright:
         chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield chromium.new_page()
+        yield chromium
         chromium.close()
+
+
+@pytest.fixture
+def tab(browser):
+    """A fresh tab per test: what a failing test left routed or listening goes with it."""
+    page = browser.new_page()
+    yield page
+    page.close()
 
 
 class Opened:
@@ -286,7 +294,7 @@ def test_buttons_slider_and_play(tab, tmp_path):
     assert opened.cells() == cells_of(history[-1])
     page.click("#play")  # at the end, play starts again from the start
     page.wait_for_function("Number(document.getElementById('round').dataset.step) >= 1",
-                           timeout=3000)
+                           timeout=15000)
     page.click("#play")
     assert page.get_attribute("#play", "data-playing") == "false"
     assert opened.close() == ([], [])  # no request, no console or page error

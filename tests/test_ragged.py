@@ -1,7 +1,6 @@
 """jaxcoll.ragged_alltoall against a numpy reference of lax.ragged_all_to_all's documented
 semantics (lax's own can't run on XLA:CPU), with its gradient against a one-device reference."""
 
-import sys
 from functools import lru_cache
 from pathlib import Path
 
@@ -15,21 +14,26 @@ import jaxcoll
 from helpers import AXIS, mesh, per_rank
 
 ALGORITHMS = ("naive", "bruck")
-ROWS_IN, ROWS_OUT, WIDTH = 13, 17, 3  # operand rows, output rows, row width (odd on purpose)
+WIDTH = 3  # row width (odd on purpose)
+
+
+def rows(n: int, k: int) -> tuple[int, int]:
+    """Operand and output rows for n ranks, k slices per destination: room for every slice of
+    up to 3 rows with a gap before each, and some to spare (odd sizes)."""
+    return 5 * n * k + 3, 5 * n * k + 7
 
 
 def ragged_case(n: int, k: int, seed: int):
     """Random per-rank arguments (each with a leading rank axis) that obey lax's rules: slices
     of 0-3 rows, k per destination, laid out with gaps on both sides."""
     rng = np.random.default_rng(seed)
-    sizes = rng.integers(0, 4, size=(n, n, k))  # sizes[src, dst, j]
+    sizes = rng.integers(1, 4, size=(n, n, k))  # sizes[src, dst, j]
     sizes[rng.random(sizes.shape) < 0.25] = 0
-    limit = min(ROWS_IN // (n * k), ROWS_OUT // (n * k))
-    sizes = np.minimum(sizes, max(limit - 1, 0))
+    rows_in, rows_out = rows(n, k)
     input_offsets, output_offsets = _layout(sizes, rng), _layout(sizes.transpose(1, 0, 2), rng)
     args = dict(
-        operand=rng.integers(-50, 50, size=(n, ROWS_IN, WIDTH)).astype(np.float32),
-        output=rng.integers(100, 200, size=(n, ROWS_OUT, WIDTH)).astype(np.float32),
+        operand=rng.integers(-50, 50, size=(n, rows_in, WIDTH)).astype(np.float32),
+        output=rng.integers(100, 200, size=(n, rows_out, WIDTH)).astype(np.float32),
         input_offsets=input_offsets.reshape(n, n * k),
         send_sizes=sizes.reshape(n, n * k),
         # src's slice to (dst, j) lands where dst laid out what it receives from (src, j)
@@ -95,6 +99,19 @@ def test_the_docstring_example():
         np.testing.assert_array_equal(call(2, algorithm, case), want)
 
 
+def test_rows_outside_the_buffers():
+    """A negative output offset writes nothing (jnp would wrap it to the end); rows read from
+    before the operand are zeros."""
+    case = dict(operand=np.array([[1, 2, 2], [3, 4, 0]], np.float32)[..., None],
+                output=np.full((2, 4, 1), 9, np.float32),
+                input_offsets=np.array([[0, -1], [0, 1]], np.int32),
+                send_sizes=np.array([[1, 2], [1, 1]], np.int32),
+                output_offsets=np.array([[0, 0], [-1, 2]], np.int32),
+                recv_sizes=np.array([[1, 1], [2, 1]], np.int32))
+    want = np.array([[1, 9, 9, 9], [0, 1, 4, 9]], np.float32)[..., None]
+    np.testing.assert_array_equal(call(2, "naive", case), want)
+
+
 @pytest.mark.sweep
 @pytest.mark.parametrize("n", range(1, 9))
 def test_against_the_reference(n):
@@ -113,6 +130,7 @@ def test_gradient_is_the_references():
     n = 4
     case = ragged_case(n, 2, seed=7)
     index = {name: case[name] for name in case if name not in ("operand", "output")}
+    assert case["send_sizes"].sum() > 0
     cotangent = np.random.default_rng(1).standard_normal(case["output"].shape).astype(np.float32)
     for algorithm in ALGORITHMS:
         ours = lambda operand, output: call(n, algorithm, {**index, "operand": operand,
@@ -162,9 +180,9 @@ def test_padded_bytes():
     assert jaxcoll.ragged.padded_bytes(operand, output, 16) == 16 * 13 * 3 * 2
 
 
-def test_the_moe_example_checks():
+def test_the_moe_example_checks(monkeypatch):
     """examples/moe.py --check: top-2 routing, dispatch and combine by ragged_alltoall, expert
     MLPs; output and gradients equal the one-device reference's (naive and bruck)."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parent.parent / "examples"))
     import moe
     assert moe.check(mesh(8, names=(moe.AXIS,)))
