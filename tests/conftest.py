@@ -22,6 +22,7 @@ def pytest_addoption(parser):
                      help="cross every root with every element count, dtype and op (slow)")
     parser.addoption("--sweep-ns", default="",
                      help="comma-separated rank counts: run the n = 1..8 sweeps at these only "
+                          "(default 1,2,3,5,6,8; --deep: all) "
                           "(CI's second, newest-jax pass uses 3,8)")
 
 
@@ -35,8 +36,14 @@ def pytest_configure(config):
         "leaves them out (-m 'not subprocess_jax')")
 
 
+# The sweeps' rank counts by default: one, powers of two (2, 8), odd (3, 5) and even (6)
+# non-powers of two; --deep adds 4 and 7 (every n = 1..8).
+DEFAULT_SWEEP_NS = "1,2,3,5,6,8"
+
+
 def pytest_collection_modifyitems(config, items):
-    keep = config.getoption("--sweep-ns")
+    keep = config.getoption("--sweep-ns") or (
+        "" if config.getoption("--deep") else DEFAULT_SWEEP_NS)
     if not keep:
         return
     ns = {int(n) for n in keep.split(",")}

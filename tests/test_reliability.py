@@ -30,7 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxcoll.check import cases
+from jaxcoll import check
 from jaxcoll.families import SCHEDULES
 from test_properties import Case, Layout, assert_bits, program
 
@@ -298,15 +298,16 @@ def test_rounding_table_lists_every_algorithm():
 # ----------------------------------------------------------------------------- n = 64
 
 @pytest.mark.subprocess_jax
+@pytest.mark.skipif("not config.getoption('--deep')")
 def test_every_algorithm_executed_at_n64():
     """Every primitive x algorithm at n = 64 (hierarchical on 2 x 32), 7 elements per rank
-    (64 for the scattering ones): the main job in a subprocess. One size only: each further
-    size adds about 35 s of compiling."""
+    (64 for the scattering ones): the main job in a subprocess (--deep: about a minute of
+    compiling; n = 12 and 16 run by default, tests/test_rooted.py)."""
     result = subprocess.run([sys.executable, "-m", "jaxcoll", "--devices", "64", "--ranks",
                              "64", "--counts", "7"], capture_output=True, text=True,
                             timeout=600)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    checks = len(cases(64))  # hierarchical on 2 x 32, its allreduce on 2 x 2 x 16 too
+    checks = len(check.cases(64))  # hierarchical on 2 x 32, its allreduce on 2 x 2 x 16 too
     assert f"{checks} of {checks} checks match the xla reference exactly" in result.stdout
 
 

@@ -19,7 +19,8 @@ import pytest
 from jax import lax
 
 import jaxcoll
-from jaxcoll.check import ROOTED, cases
+from jaxcoll import check
+from jaxcoll.check import ROOTED
 from helpers import (AXIS, COUNTS, DTYPES, assert_same, count_permutes, exact_inputs, grad_of,
                      mesh, other_collectives, ours_vs_xla, per_rank)
 from jaxcoll.families import SCHEDULES, build_schedule, pipeline_pieces
@@ -240,5 +241,5 @@ def test_n12_and_n16_in_a_subprocess():
                              "12,16", "--counts", "7"], capture_output=True, text=True,
                             timeout=600)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    checks = len(cases(12)) + len(cases(16))  # hierarchical allreduce on 3 levels too
+    checks = len(check.cases(12)) + len(check.cases(16))  # hierarchical allreduce on 3 levels too
     assert f"{checks} of {checks} checks match the xla reference exactly" in result.stdout
