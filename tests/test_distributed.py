@@ -181,7 +181,8 @@ def _expected_rows(counts: int) -> int:
 
 
 @pytest.mark.parametrize("nproc, devices, counts", [
-    (2, 4, "7,1000"), pytest.param(4, 2, "7", marks=pytest.mark.subprocess_jax)])
+    pytest.param(2, 4, "7,1000", marks=pytest.mark.subprocess_jax),
+    pytest.param(4, 2, "7", marks=pytest.mark.subprocess_jax)])
 def test_every_algorithm_matches_the_builtin_on_every_process(nproc, devices, counts):
     """The main job across processes: n = 8, every primitive x algorithm (hierarchical on the
     (process, local device) mesh), each process checking the ranks it holds. (Each process

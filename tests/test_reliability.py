@@ -302,7 +302,7 @@ def test_rounding_table_lists_every_algorithm():
 def test_every_algorithm_executed_at_n64():
     """Every primitive x algorithm at n = 64 (hierarchical on 2 x 32), 7 elements per rank
     (64 for the scattering ones): the main job in a subprocess (--deep: about a minute of
-    compiling; n = 12 and 16 run by default, tests/test_rooted.py)."""
+    compiling; n = 12 runs by default, tests/test_rooted.py)."""
     result = subprocess.run([sys.executable, "-m", "jaxcoll", "--devices", "64", "--ranks",
                              "64", "--counts", "7"], capture_output=True, text=True,
                             timeout=600)

@@ -234,12 +234,14 @@ def test_shortcuts():
 # ----------------------------------------------------------------------------- larger n
 
 @pytest.mark.subprocess_jax
-def test_n12_and_n16_in_a_subprocess():
+def test_n12_and_n16_in_a_subprocess(request):
     """Every primitive x algorithm at n = 12 (folded: 8 + 4 extra ranks; a 2 x 6 mesh for
-    hierarchical) and 16 (root n - 1) via the main job."""
+    hierarchical) and, with --deep, 16 (root n - 1) via the main job."""
+    ranks = (12, 16) if request.config.getoption("--deep") else (12,)
     result = subprocess.run([sys.executable, "-m", "jaxcoll", "--devices", "16", "--ranks",
-                             "12,16", "--counts", "7"], capture_output=True, text=True,
+                             ",".join(map(str, ranks)), "--counts", "7"], capture_output=True,
+                            text=True,
                             timeout=600)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    checks = len(check.cases(12)) + len(check.cases(16))  # hierarchical allreduce on 3 levels too
+    checks = sum(len(check.cases(n)) for n in ranks)  # hierarchical allreduce on 3 levels too
     assert f"{checks} of {checks} checks match the xla reference exactly" in result.stdout
