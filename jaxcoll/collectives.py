@@ -32,8 +32,8 @@ from typing import Callable
 
 import jax
 import jax.numpy as jnp
-from jax import lax
 import numpy as np
+from jax import lax
 from jax.sharding import PartitionSpec as P
 
 from . import references

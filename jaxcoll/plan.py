@@ -43,10 +43,12 @@ class Ids:
     """A (n_steps, n_ranks, n_moved) table of chunk ids, stored by its symmetry.
 
     ``kind``: "affine": ``offset + (base + per_step * step + stride * rank) mod modulus``
-    (rotations: rings, pairwise); "xor": ``base ^ rank`` (recursive doubling, halving); "rows": ``rows[step, j]``
-    for rank ``ranks[j]``, ``default[step]`` for every other rank (rounds that few ranks take
-    part in); "table": as it is. ``base``, ``stride``, ``offset``: (n_steps, n_moved). With
-    ``first_only`` only each row's first id is kept (its ids are a run c, c+1, ...).
+    (rotations: rings, pairwise); "xor": ``base ^ rank`` (recursive doubling, halving);
+    "rows": ``rows[step, j]`` for rank ``ranks[j]``, ``default[step]`` for every other rank
+    (rounds that few ranks take part in); "table": as it is. ``base``, ``stride``, ``offset``:
+    (n_steps, n_moved), or one row each where ``per_step`` (1, n_moved) moves the ids from
+    one step to the next (a ring's loop); ``per_step`` is 0 otherwise. With ``first_only``
+    only each row's first id is kept (its ids are a run c, c+1, ...).
     """
 
     kind: str
