@@ -11,7 +11,7 @@ from .model import (Bounds, Calibration, Cost, bounds, calibration, choose, cost
                     set_calibration)
 from .pictures import draw
 from .ragged import ragged_alltoall
-from .schedules import Round, Schedule, Transfer
+from .schedules import Round, Schedule, Symmetry, Transfer
 from .symbolic import ScheduleError, verify
 from .synthesize import Synthesis, synthesize
 from .timing import calibrate
@@ -28,6 +28,6 @@ __all__ = [
     "reduce", "reduce_scatter", "reduce_scatter_from", "ring_allgather", "ring_allreduce",
     "ring_reduce_scatter", "ragged_alltoall", "Round",
     "scatter", "Schedule", "schedule", "ScheduleError", "set_calibration", "Simulation",
-    "simulate", "Synthesis", "synthesize", "Topology", "Transfer",
+    "simulate", "Symmetry", "Synthesis", "synthesize", "Topology", "Transfer",
     "tree_allreduce", "tree_broadcast", "verify",
 ]

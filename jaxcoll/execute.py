@@ -67,7 +67,10 @@ def _ids(ids: Ids, step, me):
         base, stride, offset, per_step = map(at_step, ids.arrays)
         row = offset + (base + per_step * step + stride * me) % ids.modulus
     elif ids.kind == "xor":
-        row = at_step(ids.arrays[0]) ^ me
+        row = at_step(ids.arrays[0]) ^ (me & ids.mask)
+    elif ids.kind == "mirror":  # odd ranks negate the base
+        base, stride, offset = map(at_step, ids.arrays)
+        row = offset + (jnp.where(me % 2 == 1, -base, base) + stride * me) % ids.modulus
     elif ids.kind == "rows":  # the taking-part ranks' rows; everyone else the default
         ranks, rows, default = ids.arrays
         hit = jnp.asarray(ranks) == me  # (n taking part,)
@@ -258,7 +261,7 @@ def execute(schedule: Schedule, blocks, axis, combine: Combine, plan: AxisPlan |
 @lru_cache(maxsize=256)
 def _copies_only(schedule: Schedule) -> bool:
     """True if no transfer of the schedule reduces: it only moves data."""
-    return not any(t.reduce for round_ in schedule.rounds for t in round_)
+    return not any(t.reduce for round_ in schedule.rounds for t in round_.base)
 
 
 def _bits_type(dtype):

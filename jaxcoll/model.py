@@ -57,17 +57,25 @@ def cost(schedule: Schedule, nbytes: float, *, alpha: float, beta: float,
     chunk = chunk_bytes(schedule, nbytes)
     seconds, messages = 0.0, 0
     sent, reduced = Counter(), Counter()
+    every_sent = every_reduced = 0.0  # by every rank alike, in symmetric rounds
     for round_ in schedule.rounds:
-        for matching in split_round(round_):
+        # a symmetric round is one ppermute per base transfer, every rank alike (split_round
+        # of its transfers gives the same matchings)
+        symmetric = round_.symmetry is not None
+        for matching in ([[t] for t in round_.base] if symmetric else split_round(round_)):
             most = max(len(t.chunks) for t in matching) * chunk
             seconds += alpha + most * beta + (most * gamma if matching[0].reduce else 0.0)
             messages += 1
+            if symmetric:
+                every_sent += most
+                every_reduced += most if matching[0].reduce else 0.0
+                continue
             for t in matching:
                 sent[t.src] += len(t.chunks) * chunk
                 if t.reduce:
                     reduced[t.dst] += len(t.chunks) * chunk
-    return Cost(seconds, messages, max(sent.values(), default=0.0),
-                max(reduced.values(), default=0.0), alpha, beta, gamma)
+    return Cost(seconds, messages, every_sent + max(sent.values(), default=0.0),
+                every_reduced + max(reduced.values(), default=0.0), alpha, beta, gamma)
 
 
 # ----------------------------------------------------------------------------- calibration

@@ -26,7 +26,7 @@ from functools import lru_cache, partial
 
 import numpy as np
 
-from .schedules import Schedule, Transfer, split_round
+from .schedules import Round, Schedule, Symmetry, Transfer, split_round
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,8 @@ class Ids:
     """A (n_steps, n_ranks, n_moved) table of chunk ids, stored by its symmetry.
 
     ``kind``: "affine": ``offset + (base + per_step * step + stride * rank) mod modulus``
-    (rotations: rings, pairwise); "xor": ``base ^ rank`` (recursive doubling, halving);
+    (rotations: rings, pairwise); "xor": ``base ^ (rank & mask)`` (recursive doubling,
+    halving); "mirror": the affine form with ``base`` negated at odd ranks (Swing);
     "rows": ``rows[step, j]`` for rank ``ranks[j]``, ``default[step]`` for every other rank
     (rounds that few ranks take part in); "table": as it is. ``base``, ``stride``, ``offset``:
     (n_steps, n_moved), or one row each where ``per_step`` (1, n_moved) moves the ids from
@@ -54,11 +55,12 @@ class Ids:
     kind: str
     n_steps: int
     n_moved: int
-    # per kind: affine (base, stride, offset, per_step), xor (base,), rows (ranks, rows,
-    # default), table (table,)
+    # per kind: affine (base, stride, offset, per_step), xor (base,), mirror (base, stride,
+    # offset), rows (ranks, rows, default), table (table,)
     arrays: tuple
     modulus: int = 0
     first_only: bool = False
+    mask: int = -1  # xor: ``base ^ (rank & mask)``
 
     def table(self, n_ranks: int) -> np.ndarray:
         """The full (n_steps, n_ranks, n_moved) table back (numpy; the executor computes one
@@ -69,7 +71,10 @@ class Ids:
             base = base + per_step * np.arange(self.n_steps)[:, None]
             values = offset[:, None] + (base[:, None] + stride[:, None] * rank) % self.modulus
         elif self.kind == "xor":
-            values = self.arrays[0][:, None] ^ rank
+            values = self.arrays[0][:, None] ^ (rank & self.mask)
+        elif self.kind == "mirror":
+            base, stride, offset = (a[:, None] for a in self.arrays)
+            values = offset + ((1 - 2 * (rank % 2)) * base + stride * rank) % self.modulus
         elif self.kind == "rows":
             ranks, rows, default = self.arrays
             values = np.repeat(default[:, None], n_ranks, axis=1)
@@ -173,29 +178,58 @@ def _chunk_table(transfers: list[Transfer], n_ranks: int, sending: bool) -> np.n
 @lru_cache(maxsize=256)
 def lower(schedule: Schedule) -> tuple[Segment, ...]:
     """The schedule as segments of identical consecutive rounds (cached per schedule)."""
-    segments: list[tuple[tuple[Matching, ...], list, list]] = []
+    # per segment: matchings, symmetry (None: tables of every rank), then per step the
+    # matchings' send and receive ids: (n_ranks, n_moved) tables, or rank 0's (n_moved,) rows
+    segments: list[tuple[tuple[Matching, ...], object, list, list]] = []
     for round_ in schedule.rounds:
-        groups = split_round(round_)
-        matchings = tuple(
-            Matching(tuple((t.src, t.dst) for t in g), len(g[0].chunks), g[0].reduce)
-            for g in groups)
-        sends = [_chunk_table(g, schedule.n_ranks, sending=True) for g in groups]
-        recvs = [_chunk_table(g, schedule.n_ranks, sending=False) for g in groups]
-        if segments and segments[-1][0] == matchings:
-            segments[-1][1].append(sends)
-            segments[-1][2].append(recvs)
+        if round_.symmetry is None:
+            groups = split_round(round_)
+            matchings = tuple(
+                Matching(tuple((t.src, t.dst) for t in g), len(g[0].chunks), g[0].reduce)
+                for g in groups)
+            sends = [_chunk_table(g, schedule.n_ranks, sending=True) for g in groups]
+            recvs = [_chunk_table(g, schedule.n_ranks, sending=False) for g in groups]
         else:
-            segments.append((matchings, [sends], [recvs]))
+            matchings, sends, recvs = _rank_0(round_)
+        if segments and segments[-1][:2] == (matchings, round_.symmetry):
+            segments[-1][2].append(sends)
+            segments[-1][3].append(recvs)
+        else:
+            segments.append((matchings, round_.symmetry, [sends], [recvs]))
     return tuple(
         _segment(matchings,
-                 tuple(np.stack(per_step) for per_step in zip(*sends)),  # (n_steps, n, n_moved)
+                 tuple(np.stack(per_step) for per_step in zip(*sends)),  # (n_steps, ...)
                  tuple(np.stack(per_step) for per_step in zip(*recvs)),
-                 schedule.n_ranks, schedule.n_chunks)
-        for matchings, sends, recvs in segments if matchings)
+                 schedule.n_ranks, schedule.n_chunks, symmetry)
+        for matchings, symmetry, sends, recvs in segments if matchings)
 
 
-def _segment(matchings, send_ids, recv_ids, n_ranks: int, n_chunks: int) -> Segment:
-    """The segment of these matchings and tables, with what the executor decides from them."""
+def _rank_0(round_: Round) -> tuple[tuple[Matching, ...], list, list]:
+    """A symmetric round's matchings (one per base transfer: every rank makes it) and rank 0's
+    (n_moved,) rows of ids: the chunks it sends, and those it receives into (from the rank
+    whose copy of the transfer reaches it)."""
+    symmetry = round_.symmetry
+    matchings = tuple(Matching(_perm(symmetry, t.dst), len(t.chunks), t.reduce)
+                      for t in round_.base)
+    sends = [np.array(t.chunks) for t in round_.base]
+    recvs = [symmetry.chunk(np.array(t.into), symmetry.sender(t.dst)) for t in round_.base]
+    return matchings, sends, recvs
+
+
+@lru_cache(maxsize=4096)
+def _perm(symmetry: Symmetry, dst: int) -> tuple[tuple[int, int], ...]:
+    """Every rank r's copy of rank 0's transfer to ``dst``, as ppermute pairs (one tuple per
+    symmetry and dst, so equal rounds compare as the same object)."""
+    ranks = np.arange(symmetry.n_ranks)
+    return tuple(zip(ranks.tolist(), symmetry.rank(np.full_like(ranks, dst), ranks).tolist()))
+
+
+def _segment(matchings, send_ids, recv_ids, n_ranks: int, n_chunks: int,
+             symmetry: Symmetry | None = None) -> Segment:
+    """The segment of these matchings and tables, with what the executor decides from them
+    (with a ``symmetry``, the tables are rank 0's rows: (n_steps, n_moved))."""
+    if symmetry is not None:
+        return _symmetric_segment(matchings, send_ids, recv_ids, n_ranks, symmetry)
     receivers = []
     for matching in matchings:
         mask = np.zeros((1, n_ranks), dtype=bool)  # (1 step, n_ranks)
@@ -219,6 +253,56 @@ def _segment(matchings, send_ids, recv_ids, n_ranks: int, n_chunks: int) -> Segm
                    tuple(map(_compact_mask, receivers)),
                    tuple(_compact_mask(_lower_sender_first(m, n_ranks)) for m in matchings),
                    send_contiguous, recv_contiguous, one_write)
+
+
+def _symmetric_segment(matchings, send_rows, recv_rows, n_ranks: int,
+                       symmetry: Symmetry) -> Segment:
+    """A segment of symmetric rounds from rank 0's rows alone: every rank's ids follow by the
+    symmetry (so do their properties: a rank's ids are rank 0's under a bijection)."""
+    send_contiguous = tuple(_contiguous_everywhere(rows, symmetry) for rows in send_rows)
+    recv_contiguous = tuple(_contiguous_everywhere(rows, symmetry) for rows in recv_rows)
+    one_write = ((len(matchings) > 1 or send_rows[0].shape[0] == 1)
+                 and _distinct_per_rank([rows[:, None] for rows in recv_rows], np.inf))
+    return Segment(matchings,
+                   tuple(_symmetric_ids(r, c, symmetry) for r, c in zip(send_rows, send_contiguous)),
+                   tuple(_symmetric_ids(r, c, symmetry) for r, c in zip(recv_rows, recv_contiguous)),
+                   (None,) * len(matchings),  # every rank receives
+                   tuple(_compact_mask(_lower_sender_first(m, n_ranks)) for m in matchings),
+                   send_contiguous, recv_contiguous, one_write)
+
+
+def _symmetric_ids(rows: np.ndarray, first_only: bool, symmetry: Symmetry) -> Ids:
+    """Every rank's ids from rank 0's (n_steps, n_moved) rows: affine for a rotation, xor."""
+    n_steps, n_moved = rows.shape
+    if first_only:
+        rows = rows[:, :1]
+    form = dict(n_steps=n_steps, n_moved=n_moved, first_only=first_only)
+    if symmetry.kind == "xor":
+        return Ids("xor", arrays=_int32(rows), mask=symmetry.mask, **form)
+    m = symmetry.modulus
+    base, offset = rows % m, rows - rows % m
+    stride = np.full_like(rows, symmetry.stride % m)
+    if symmetry.kind == "mirror":
+        return Ids("mirror", arrays=_int32(base, stride, offset), modulus=m, **form)
+    return Ids("affine", arrays=_int32(*_over_steps(base, stride, offset, m)), modulus=m, **form)
+
+
+def _contiguous_everywhere(rows: np.ndarray, symmetry: Symmetry) -> bool:
+    """True if every rank's ids are runs c, c+1, ... where rank 0's (n_steps, n_moved) rows
+    are: a rotated run must not wrap round its block, an xor'd one keep its low bits."""
+    if not _contiguous(rows):
+        return False
+    first, length = rows[:, 0], rows.shape[1]
+    if length == 1:
+        return True
+    if symmetry.kind == "mirror":  # odd ranks' runs run backwards
+        return False
+    if symmetry.kind == "xor":  # runs of aligned powers of two that the mask leaves alone
+        size = 1 << (length - 1).bit_length()
+        return bool(np.all(first % size == 0)) and symmetry.mask & (size - 1) == 0
+    m, ranks = symmetry.modulus, np.arange(symmetry.n_ranks)
+    moved = (first[:, None] % m + symmetry.stride * ranks) % m  # (n_steps, n_ranks)
+    return bool(np.all(moved + length <= m))
 
 
 def _contiguous(table: np.ndarray) -> bool:

@@ -14,11 +14,23 @@ The ring reduce-scatter is then almost the seed's pseudocode::
         for step in range(n - 1)])
 
 Schedules concatenate with ``+`` (ring allreduce = ring reduce_scatter + ring allgather).
+
+Where every rank does the same thing moved by its rank, a round stores only rank 0's transfers
+and a :class:`Symmetry` (one rank's program plus its symmetry), so a 4096-rank ring is 8190
+one-transfer rounds, not 33 million transfers; the registered ring is written that way::
+
+    ring = Symmetry("rotate", n, modulus=n)  # rank r: rank 0's transfers moved r ranks on
+    Schedule.build("ring reduce_scatter", n, n_chunks=n, rounds=[
+        Round([Transfer(0, 1, (-step - 1) % n, reduce=True)], ring) for step in range(n - 1)])
+
+``round_.transfers`` (and printing, drawing) write every rank's out; ``cost``, ``simulate``,
+``verify`` and the executor's plan read the compact form (``Schedule.explicit()`` is the same
+schedule written out, which they treat alike).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterable
 
 import numpy as np
@@ -56,24 +68,109 @@ class Transfer:
 
 
 def _ids(chunks: int | Iterable[int]) -> tuple[int, ...]:
-    """Chunk ids as a tuple of ints."""
-    return (int(chunks),) if isinstance(chunks, (int, np.integer)) else tuple(int(c) for c in chunks)
+    """Chunk ids as a tuple of ints (a tuple of ints itself, shared: not copied)."""
+    if isinstance(chunks, (int, np.integer)):
+        return (int(chunks),)
+    if type(chunks) is tuple and all(type(c) is int for c in chunks):
+        return chunks
+    return tuple(int(c) for c in chunks)
+
+
+@dataclass(frozen=True)
+class Symmetry:
+    """How every rank's part of a round follows from rank 0's (one rank's program plus its
+    symmetry): rank 0's transfer 0 -> d of chunks C into I is, at rank r, the transfer
+    r -> ``rank(d, r)`` of chunks ``chunk(C, r)`` into ``chunk(I, r)``.
+
+    - "rotate" (rings, pairwise, Bruck): ``rank(x, r) = (x + r) mod n``; ``chunk(c, r)`` moves
+      c by ``stride·r`` within its block of ``modulus`` chunks (a ring's ``(c + r) mod n``).
+    - "xor" (recursive doubling and halving; n a power of two): ``rank(x, r) = x ^ r``;
+      ``chunk(c, r) = c ^ (r & mask)`` (mask 0: every rank moves the same chunk ids).
+    - "mirror" (Swing; n even): even ranks as "rotate", odd ones mirrored:
+      ``rank(x, r) = (r - x) mod n`` and ``chunk(c, r)`` moves ``-c`` by ``stride·r`` (in its
+      block): the even ranks' partner r + d is the odd ones' r - d.
+    """
+
+    kind: str
+    n_ranks: int
+    stride: int = 1
+    modulus: int = 0
+    mask: int = 0
+
+    def __post_init__(self):
+        if self.kind not in ("rotate", "xor", "mirror"):
+            raise ValueError(f"Symmetry: kind={self.kind!r}, must be 'rotate', 'xor' or "
+                             "'mirror'")
+        if self.kind == "xor" and self.n_ranks & (self.n_ranks - 1):
+            raise ValueError(f"Symmetry: 'xor' needs a power of two ranks, not {self.n_ranks}")
+        if self.kind == "mirror" and self.n_ranks % 2:
+            raise ValueError(f"Symmetry: 'mirror' needs an even number of ranks, not "
+                             f"{self.n_ranks}")
+        if self.kind != "xor" and self.modulus < 1:
+            raise ValueError(f"Symmetry: {self.kind!r} needs a modulus >= 1, not {self.modulus}")
+
+    def sign(self, r):
+        """-1 where rank r mirrors rank 0's program ("mirror": odd r), else 1."""
+        return 1 - 2 * (r % 2) if self.kind == "mirror" else 1
+
+    def rank(self, x, r):
+        """Where rank 0's partner x is seen from rank r (ints or numpy arrays)."""
+        if self.kind == "xor":
+            return x ^ r
+        return (self.sign(r) * x + r) % self.n_ranks
+
+    def chunk(self, c, r):
+        """Rank 0's chunk id c as rank r moves it (ints or numpy arrays)."""
+        if self.kind == "xor":
+            return c ^ (r & self.mask)
+        m = self.modulus
+        return c - c % m + (self.sign(r) * (c % m) + self.stride * r) % m
+
+    def sender(self, d: int) -> int:
+        """The rank whose copy of rank 0's transfer to ``d`` arrives at rank 0."""
+        if self.kind == "xor" or self.kind == "mirror" and d % 2:
+            return d
+        return (-d) % self.n_ranks
+
+    def at(self, t: Transfer, r: int) -> Transfer:
+        """Rank 0's transfer ``t`` as rank r makes it."""
+        return Transfer(self.rank(t.src, r), self.rank(t.dst, r),
+                        [self.chunk(c, r) for c in t.chunks], t.reduce,
+                        into=[self.chunk(c, r) for c in t.into])
 
 
 @dataclass(frozen=True)
 class Round:
-    """Transfers that happen at the same time; each reads the state before the round."""
+    """Transfers that happen at the same time; each reads the state before the round.
 
-    transfers: tuple[Transfer, ...]
+    With a ``symmetry``, ``base`` holds rank 0's transfers only and every rank r makes
+    ``symmetry.at(t, r)`` of each (expanded only when :attr:`transfers` is asked for)."""
 
-    def __init__(self, transfers: Iterable[Transfer]):
-        object.__setattr__(self, "transfers", tuple(transfers))
+    base: tuple[Transfer, ...]
+    symmetry: Symmetry | None = None
+
+    def __init__(self, transfers: Iterable[Transfer], symmetry: Symmetry | None = None):
+        transfers = tuple(transfers)
+        if symmetry is not None and any(t.src != 0 for t in transfers):
+            raise ValueError("Round: a symmetric round is given by rank 0's transfers only, "
+                             f"not {[str(t) for t in transfers if t.src != 0]}")
+        object.__setattr__(self, "base", transfers)
+        object.__setattr__(self, "symmetry", symmetry)
+
+    @property
+    def transfers(self) -> tuple[Transfer, ...]:
+        """Every rank's transfers: rank 0's copied to every rank, base transfer by base
+        transfer, where the round is symmetric."""
+        if self.symmetry is None:
+            return self.base
+        return tuple(self.symmetry.at(t, r) for t in self.base
+                     for r in range(self.symmetry.n_ranks))
 
     def __iter__(self):
         return iter(self.transfers)
 
     def __len__(self) -> int:
-        return len(self.transfers)
+        return len(self.base) * (self.symmetry.n_ranks if self.symmetry else 1)
 
     def __str__(self) -> str:
         return "  ".join(str(t) for t in self.transfers)
@@ -98,24 +195,36 @@ class Schedule:
     def build(cls, name: str, n_ranks: int, *, n_chunks: int,
               rounds: Iterable[Iterable[Transfer]]) -> "Schedule":
         """Make a schedule from nested iterables of transfers, checking every index."""
-        schedule = cls(name, n_ranks, n_chunks, tuple(Round(r) for r in rounds))
+        rounds = tuple(r if isinstance(r, Round) else Round(r) for r in rounds)
+        schedule = cls(name, n_ranks, n_chunks, rounds)
         schedule.check_indices()
         return schedule
 
     def check_indices(self) -> None:
-        """Raise ValueError if a transfer names a rank or chunk outside the schedule."""
+        """Raise ValueError if a transfer names a rank or chunk outside the schedule (for a
+        symmetric round: if rank 0's transfers or their images at other ranks do)."""
         if self.n_ranks < 1 or self.n_chunks < 1:
             raise ValueError(f"{self.name}: n_ranks={self.n_ranks} and n_chunks={self.n_chunks} "
                              "must both be >= 1")
         for index, round_ in enumerate(self.rounds):
-            for t in round_:
+            symmetry = round_.symmetry
+            if symmetry is not None and symmetry.n_ranks != self.n_ranks:
+                raise ValueError(f"{self.name}: round {index}'s symmetry is for "
+                                 f"{symmetry.n_ranks} ranks, the schedule has {self.n_ranks}")
+            for t in round_.base:
                 bad_rank = not (0 <= t.src < self.n_ranks and 0 <= t.dst < self.n_ranks)
                 ids = t.chunks + t.into
-                bad_chunk = not t.chunks or any(not 0 <= c < self.n_chunks for c in ids)
+                largest = max(ids, default=0) if symmetry is None else _largest(symmetry, ids)
+                bad_chunk = not t.chunks or min(ids) < 0 or largest >= self.n_chunks
                 if bad_rank or bad_chunk or t.src == t.dst:
                     raise ValueError(f"{self.name}: round {index} has an invalid transfer {t} "
                                      f"(ranks 0..{self.n_ranks - 1}, chunks "
-                                     f"0..{self.n_chunks - 1}, src != dst)")
+                                     f"0..{self.n_chunks - 1}, src != dst"
+                                     f"{'' if symmetry is None else ', at every rank'})")
+
+    def explicit(self) -> "Schedule":
+        """The same schedule with every round's transfers written out (no symmetry)."""
+        return replace(self, rounds=tuple(Round(r.transfers) for r in self.rounds))
 
     def __add__(self, other: "Schedule") -> "Schedule":
         if (self.n_ranks, self.n_chunks) != (other.n_ranks, other.n_chunks):
@@ -131,8 +240,16 @@ class Schedule:
         Data that fanned out from a root now flows into it: a broadcast reversed with
         ``reduce=True`` is a reduce, a scatter reversed with ``reduce=False`` is a gather.
         """
-        rounds = [[Transfer(t.dst, t.src, t.into, reduce, into=t.chunks) for t in r]
-                  for r in reversed(self.rounds)]
+        def back(t: Transfer) -> Transfer:
+            return Transfer(t.dst, t.src, t.into, reduce, into=t.chunks)
+
+        rounds = []
+        for r in reversed(self.rounds):
+            if r.symmetry is None:
+                rounds.append(Round(map(back, r.base)))
+            else:  # rank 0's transfer 0 -> d turned around is d's: seen from rank 0, sender(d)'s
+                rounds.append(Round([r.symmetry.at(back(t), r.symmetry.sender(t.dst))
+                                     for t in r.base], r.symmetry))
         return Schedule.build(name, self.n_ranks, n_chunks=self.n_chunks, rounds=rounds)
 
     @property
@@ -159,6 +276,14 @@ class Schedule:
     def __repr__(self) -> str:
         return (f"Schedule({self.name!r}, n_ranks={self.n_ranks}, n_chunks={self.n_chunks}, "
                 f"n_rounds={self.n_rounds})")
+
+
+def _largest(symmetry: Symmetry, ids: tuple[int, ...]) -> int:
+    """The largest chunk id any rank moves where rank 0 moves ``ids``."""
+    if symmetry.kind == "xor":  # c ^ x over every x under the mask: at most c | mask
+        return max(c | (symmetry.mask & (symmetry.n_ranks - 1)) for c in ids)
+    m = symmetry.modulus
+    return max(c - c % m + m - 1 if symmetry.n_ranks > 1 else c for c in ids)
 
 
 def split_round(round_: Round) -> list[list[Transfer]]:

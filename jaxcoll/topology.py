@@ -86,19 +86,25 @@ class Simulation:
     seconds: float
     round_seconds: np.ndarray  # (rounds,)
     busiest_link: np.ndarray  # (rounds,) the link busy longest that round (bytes·β + overhead)
-    loads: tuple[np.ndarray, np.ndarray, np.ndarray] = field(repr=False)  # round, link, bytes
+    # (rounds,) the pattern of each round's link loads, and the patterns: (links, bytes) each
+    # (rounds that move the same bytes over the same links, as a ring's do, share one)
+    loads: tuple[np.ndarray, list[tuple[np.ndarray, np.ndarray]]] = field(repr=False)
     topology: Topology = field(repr=False)
 
     def link_bytes(self) -> np.ndarray:
         """(links,) bytes each link carries over the whole run."""
-        _, link, nbytes = self.loads
-        return np.bincount(link, weights=nbytes, minlength=len(self.topology.link_names))
+        pattern_of, patterns = self.loads
+        rounds = np.bincount(pattern_of, minlength=len(patterns))  # (patterns,)
+        total = np.zeros(len(self.topology.link_names))
+        for (links, nbytes), count in zip(patterns, rounds):
+            total[links] += count * nbytes
+        return total
 
     def round_links(self, round_index: int) -> dict[str, float]:
         """The links busy in one round, with their bytes."""
-        rounds, link, nbytes = self.loads
-        chosen = rounds == round_index
-        return {self.topology.link_names[k]: float(b) for k, b in zip(link[chosen], nbytes[chosen])}
+        pattern_of, patterns = self.loads
+        links, nbytes = patterns[pattern_of[round_index]]
+        return {self.topology.link_names[k]: float(b) for k, b in zip(links, nbytes)}
 
     def __str__(self) -> str:
         if not len(self.round_seconds):
@@ -123,22 +129,46 @@ _PHASES: dict[tuple[int, bool], tuple] = {}  # (id(schedule), concurrent) -> (we
 # (schedules built by build_schedule live as long as its cache: bench/scale.py clears it)
 
 
-def _phases(schedule: Schedule, concurrent: bool) -> list[tuple[np.ndarray, ...]]:
-    """Per round (or per matching), arrays (src, dst, chunk count, reduce) of its transfers;
-    cached per schedule object (a 1024-rank ring has two million transfers)."""
+def _phases(schedule: Schedule, concurrent: bool) -> list[tuple]:
+    """Per round (or per matching), (pattern, arrays): ``arrays()`` gives the (src, dst, chunk
+    count, reduce) arrays of its transfers; phases of one ``pattern`` (not None) have the same
+    arrays (symmetric rounds that send as many chunks to the same partners). Cached per
+    schedule object (a 1024-rank ring has two million transfers)."""
     key = (id(schedule), concurrent)
     cached = _PHASES.get(key)
     if cached is not None and cached[0]() is schedule:
         return cached[1]
-    groups = ([list(r) for r in schedule.rounds] if concurrent else
-              [m for r in schedule.rounds for m in split_round(r)])
-    phases = [tuple(np.array(column, dtype=kind) for column, kind in
-                    zip(zip(*[(t.src, t.dst, len(t.chunks), t.reduce) for t in group]),
-                        (np.int64, np.int64, np.float64, bool)))
-              for group in groups if group]
+    phases = []
+    for round_ in schedule.rounds:
+        if round_.symmetry is not None:  # every rank r sends rank 0's transfers moved to r
+            shapes = [(t.dst, len(t.chunks), t.reduce) for t in round_.base]
+            groups = [shapes] if concurrent else [[shape] for shape in shapes]
+            phases += [((round_.symmetry, tuple(group)),
+                        lambda group=group, symmetry=round_.symmetry: _spread(group, symmetry))
+                       for group in groups if group]
+            continue
+        groups = [list(round_)] if concurrent else split_round(round_)
+        phases += [(None, lambda arrays=_arrays(group): arrays) for group in groups if group]
     _PHASES[key] = (weakref.ref(schedule), phases)
     weakref.finalize(schedule, _PHASES.pop, key, None)  # forgotten with the schedule
     return phases
+
+
+def _arrays(transfers) -> tuple[np.ndarray, ...]:
+    """(src, dst, chunk count, reduce) arrays of ``transfers``."""
+    return tuple(np.array(column, dtype=kind) for column, kind in
+                 zip(zip(*[(t.src, t.dst, len(t.chunks), t.reduce) for t in transfers]),
+                     (np.int64, np.int64, np.float64, bool)))
+
+
+def _spread(shapes, symmetry) -> tuple[np.ndarray, ...]:
+    """(src, dst, chunk count, reduce) arrays of rank 0's transfers, given as (dst, chunk count,
+    reduce) ``shapes``, made by every rank."""
+    ranks = np.arange(symmetry.n_ranks)
+    columns = [(ranks, symmetry.rank(np.full_like(ranks, dst), ranks),
+                np.full(len(ranks), float(count)), np.full(len(ranks), reduce))
+               for dst, count, reduce in shapes]
+    return tuple(map(np.concatenate, zip(*columns)))
 
 
 def simulate(schedule: Schedule, nbytes: float, topology: Topology, *,
@@ -162,31 +192,44 @@ def simulate(schedule: Schedule, nbytes: float, topology: Topology, *,
     gamma = topology.gamma if gamma is None else gamma
     chunk = chunk_bytes(schedule, nbytes) / channels
     placements = [topology.channel_ranks(c) for c in range(channels)]
-    times, busiest, loads = [], [], []
-    for index, (src, dst, count, reduce) in enumerate(_phases(schedule, concurrent)):
-        src = np.concatenate([place[src] for place in placements])
-        dst = np.concatenate([place[dst] for place in placements])
-        sent = np.tile(count * chunk, channels)  # (t,) bytes of each transfer
-        reduce = np.tile(reduce, channels)
-        route = topology.routes(src, dst)  # (t, hops), -1 past a route's end
-        on = route >= 0
-        load = np.bincount(route[on], weights=np.broadcast_to(sent[:, None], route.shape)[on],
-                           minlength=len(topology.link_names))  # (links,)
-        busy = load * topology.beta  # (links,) seconds each link needs this round
-        if topology.overhead is not None:
-            messages = np.bincount(route[on], minlength=len(topology.link_names))  # (links,)
-            busy = busy + messages * topology.overhead
-        reduced = np.bincount(dst, weights=reduce * sent, minlength=topology.n)  # (n,) by dst
-        took = (np.where(on, busy[route], 0.0).max(axis=1)
-                + np.where(on, topology.alpha[route], 0.0).sum(axis=1) + reduced[dst] * gamma)
-        times.append(took.max())
-        busiest.append(int(np.argmax(busy)))
-        used = np.flatnonzero(load)
-        loads.append((np.full(len(used), index), used, load[used]))
-    rounds, links, carried = ([np.concatenate(parts) for parts in zip(*loads)] if loads
-                              else [np.zeros(0, int), np.zeros(0, int), np.zeros(0)])
+    seen: dict = {}  # a phase's pattern -> its (time, busiest link, pattern index)
+    times, busiest, pattern_of, patterns = [], [], [], []
+    for pattern, arrays in _phases(schedule, concurrent):
+        priced = seen.get(pattern) if pattern is not None else None
+        if priced is None:
+            took, link, load = _price(topology, placements, chunk, gamma, *arrays())
+            used = np.flatnonzero(load)
+            patterns.append((used, load[used]))
+            priced = (took, link, len(patterns) - 1)
+            if pattern is not None:
+                seen[pattern] = priced
+        times.append(priced[0])
+        busiest.append(priced[1])
+        pattern_of.append(priced[2])
     return Simulation(float(np.sum(times)), np.array(times), np.array(busiest, dtype=int),
-                      (rounds, links, carried), topology)
+                      (np.array(pattern_of, dtype=int), patterns), topology)
+
+
+def _price(topology: Topology, placements, chunk: float, gamma: float, src, dst, count,
+           reduce) -> tuple[float, int, np.ndarray]:
+    """One phase on the topology: (seconds, its busiest link, (links,) bytes on each)."""
+    channels = len(placements)
+    src = np.concatenate([place[src] for place in placements])
+    dst = np.concatenate([place[dst] for place in placements])
+    sent = np.tile(count * chunk, channels)  # (t,) bytes of each transfer
+    reduce = np.tile(reduce, channels)
+    route = topology.routes(src, dst)  # (t, hops), -1 past a route's end
+    on = route >= 0
+    load = np.bincount(route[on], weights=np.broadcast_to(sent[:, None], route.shape)[on],
+                       minlength=len(topology.link_names))  # (links,)
+    busy = load * topology.beta  # (links,) seconds each link needs this round
+    if topology.overhead is not None:
+        messages = np.bincount(route[on], minlength=len(topology.link_names))  # (links,)
+        busy = busy + messages * topology.overhead
+    reduced = np.bincount(dst, weights=reduce * sent, minlength=topology.n)  # (n,) by dst
+    took = (np.where(on, busy[route], 0.0).max(axis=1)
+            + np.where(on, topology.alpha[route], 0.0).sum(axis=1) + reduced[dst] * gamma)
+    return float(took.max()), int(np.argmax(busy)), load
 
 
 # ----------------------------------------------------------------------------- presets

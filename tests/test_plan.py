@@ -13,8 +13,8 @@ import pytest
 import jaxcoll
 from jaxcoll.execute import _ids
 from jaxcoll.families import SCHEDULES, build_schedule
-from jaxcoll.plan import _chunk_table, compact, lower
-from jaxcoll.schedules import split_round
+from jaxcoll.plan import _chunk_table, _symmetric_ids, compact, lower
+from jaxcoll.schedules import Symmetry, split_round
 
 
 def registered(n: int):
@@ -60,6 +60,26 @@ def test_the_executor_computes_the_same_rows(table):
     for step in range(table.shape[0]):
         for me in range(table.shape[1]):
             np.testing.assert_array_equal(_ids(ids, step, jnp.int32(me)), table[step, me])
+
+
+def test_the_executor_moves_symmetric_ids_as_the_symmetry_does():
+    """Ids built from rank 0's rows (plan._symmetric_ids): the executor's row for every rank
+    is rank 0's moved by the round's symmetry (a rotation of 2n chunks by 2r, an xor under a
+    mask that keeps runs of 4 in order, a mirror)."""
+    rows = np.array([[4, 5, 6, 7], [0, 1, 2, 3]])  # (n_steps, n_moved) rank 0's, < 8
+    for symmetry in (Symmetry("rotate", 8, stride=2, modulus=16),
+                     Symmetry("xor", 8, mask=0b100), Symmetry("xor", 8, mask=0),
+                     Symmetry("mirror", 8, modulus=8)):
+        for first_only in (False, True):
+            ids = _symmetric_ids(rows, first_only, symmetry)
+            for step in range(2):
+                for me in range(8):
+                    want = symmetry.chunk(rows[step], me)
+                    if first_only and not np.all(np.diff(want) == 1):
+                        continue  # first_only only where the plan finds runs at every rank
+                    np.testing.assert_array_equal(ids.table(8)[step, me], want)
+                    np.testing.assert_array_equal(_ids(ids, jnp.int32(step), jnp.int32(me)),
+                                                  want)
 
 
 @pytest.mark.subprocess_jax

@@ -21,6 +21,7 @@ yet to leave.
 from __future__ import annotations
 
 from ..schedules import Schedule, Transfer
+from .ring import _rotating
 
 
 def _distances(n: int) -> list[int]:
@@ -30,9 +31,8 @@ def _distances(n: int) -> list[int]:
 
 def allgather(n: int) -> Schedule:
     """Bruck allgather: ceil(log2 n) rounds for any n."""
-    rounds = [[Transfer(r, (r - d) % n, [(r + j) % n for j in range(min(d, n - d))], False)
-               for r in range(n)]
-              for d in _distances(n)]
+    rounds = _rotating([[Transfer(0, (-d) % n, range(min(d, n - d)), False)]
+                        for d in _distances(n)], n)
     return Schedule.build("bruck allgather", n, n_chunks=n, rounds=rounds)
 
 
@@ -45,7 +45,6 @@ def alltoall(n: int) -> Schedule:
     rounds = []
     for d in _distances(n):
         offsets = [j for j in range(1, n) if j & d]  # the blocks that move this round
-        rounds.append([Transfer(r, (r + d) % n, [chunk(r, j, False) for j in offsets], False,
-                                into=[chunk((r + d) % n, j, j < 2 * d) for j in offsets])
-                       for r in range(n)])
-    return Schedule.build("bruck alltoall", n, n_chunks=2 * n, rounds=rounds)
+        rounds.append([Transfer(0, d % n, [chunk(0, j, False) for j in offsets], False,
+                                into=[chunk(d % n, j, j < 2 * d) for j in offsets])])
+    return Schedule.build("bruck alltoall", n, n_chunks=2 * n, rounds=_rotating(rounds, n))

@@ -7,6 +7,7 @@ form is the pairwise exchange, each rank sending to each other rank directly, on
 """
 
 from ..schedules import Schedule, Transfer
+from .ring import _rotating
 
 
 def _in_turn(transfer, n: int, root: int = 0) -> list[list[Transfer]]:
@@ -45,14 +46,14 @@ def allreduce(n: int) -> Schedule:
 
 def reduce_scatter(n: int) -> Schedule:
     """Naive reduce_scatter: all ranks reduce every chunk into rank 0, then it scatters them."""
-    everything = range(n)
+    everything = tuple(range(n))  # one tuple that every transfer shares
     reduce_all = _in_turn(lambda r: Transfer(r, 0, everything, reduce=True), n)
     return Schedule.build("naive reduce", n, n_chunks=n, rounds=reduce_all) + scatter(n)
 
 
 def allgather(n: int) -> Schedule:
     """Naive allgather: rank 0 gathers chunk r from each rank r, then sends all chunks to each."""
-    everything = range(n)
+    everything = tuple(range(n))
     send_all = _in_turn(lambda r: Transfer(0, r, everything, reduce=False), n)
     return gather(n) + Schedule.build("naive broadcast", n, n_chunks=n, rounds=send_all)
 
@@ -60,6 +61,5 @@ def allgather(n: int) -> Schedule:
 def alltoall(n: int) -> Schedule:
     """Pairwise alltoall: in round k (1..n-1) rank r sends its block for rank r + k straight
     there, into the chunk kept for data from r (the 2n-chunk layout of symbolic.py)."""
-    rounds = [[Transfer(r, (r + k) % n, (r + k) % n, False, into=n + r) for r in range(n)]
-              for k in range(1, n)]
+    rounds = _rotating([[Transfer(0, k, k, False, into=n)] for k in range(1, n)], n)
     return Schedule.build("naive alltoall", n, n_chunks=2 * n, rounds=rounds)

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from ..schedules import Schedule, Transfer
+from ..schedules import Round, Schedule, Symmetry, Transfer
 
 
 def _power_below(n: int) -> int:
@@ -59,22 +59,35 @@ def _distances(n: int) -> list[int]:
     return [1 << k for k in range(p.bit_length() - 1)]
 
 
-def _halving(n: int) -> list[list[Transfer]]:
+def _exchanges(n: int, d: int, blocks: Callable[[int], list[int]], reduce: bool,
+               whole: bool = False):
+    """One round of the p ranks: v sends ``blocks(v)`` to v ^ d. Where n = p, given by rank 0's
+    transfer and the symmetry v -> v ^ r: rank r's blocks are rank 0's with the bits of r at
+    and above d flipped (which keeps each run of d blocks in order); ``whole``: every rank
+    sends the same chunk ids (the whole buffer)."""
+    p = _power_below(n)
+    if n == p:
+        mask = 0 if whole else (n - 1) & ~(d - 1)
+        return Round([Transfer(0, d, blocks(0), reduce)], Symmetry("xor", n, mask=mask))
+    return [Transfer(v, v ^ d, blocks(v), reduce) for v in range(p)]
+
+
+def _halving(n: int) -> list:
     """Recursive halving on p ranks: d = p/2 .. 1; v sends its partner the blocks of the
     partner's half of v's current group (the ranks u with u // 2d == v // 2d)."""
     p = _power_below(n)
-    return [[Transfer(v, v ^ d, _blocks([u for u in range(p) if u // (2 * d) == v // (2 * d)
-                                         and u & d != v & d], n), reduce=True)
-             for v in range(p)]
+    return [_exchanges(n, d, lambda v, d=d: _blocks(
+                [u for u in range(p) if u // (2 * d) == v // (2 * d) and u & d != v & d], n),
+                reduce=True)
             for d in reversed(_distances(n))]
 
 
-def _doubling(n: int) -> list[list[Transfer]]:
+def _doubling(n: int) -> list:
     """Recursive doubling on p ranks: d = 1 .. p/2; v sends its partner the blocks of its
     current group (the ranks u with u // d == v // d)."""
     p = _power_below(n)
-    return [[Transfer(v, v ^ d, _blocks([u for u in range(p) if u // d == v // d], n), False)
-             for v in range(p)]
+    return [_exchanges(n, d, lambda v, d=d: _blocks([u for u in range(p) if u // d == v // d],
+                                                    n), reduce=False)
             for d in _distances(n)]
 
 
@@ -82,7 +95,8 @@ def allreduce(n: int) -> Schedule:
     """Recursive-doubling allreduce: partners swap and add whole buffers, log2 n rounds."""
     p = _power_below(n)
     whole = lambda _: [0]  # noqa: E731
-    exchanges = [[Transfer(v, v ^ d, 0, reduce=True) for v in range(p)] for d in _distances(n)]
+    exchanges = [_exchanges(n, d, lambda _: [0], reduce=True, whole=True)
+                 for d in _distances(n)]
     rounds = _fold(n, whole, reduce=True) + exchanges + _unfold(n, whole)
     return Schedule.build("recursive_doubling allreduce", n, n_chunks=1, rounds=rounds)
 

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from ..schedules import Schedule, Transfer
+from ..schedules import Round, Schedule, Symmetry, Transfer
 from .recursive import _power_below
 
 
@@ -92,7 +92,7 @@ def _fold(n: int, reduce: bool) -> list[list[Transfer]]:
              else Transfer(2 * i, 2 * i + 1, range(n), False) for i in pairs]]
 
 
-def _exchanges(n: int, reduce: bool) -> list[list[Transfer]]:
+def _exchanges(n: int, reduce: bool) -> list:
     """Swing on the p virtual ranks: the reduce-scatter (steps 0 .. L-1, each rank sends the
     blocks its peer reaches next) or the allgather (steps L-1 .. 0, each sends what it reaches)."""
     p = _power_below(n)
@@ -100,6 +100,12 @@ def _exchanges(n: int, reduce: bool) -> list[list[Transfer]]:
     steps = range(len(table) - 1)
     rounds = []
     for step in (steps if reduce else reversed(steps)):
+        if n == p:  # rank 0's transfer; even ranks r move it r on, odd ones mirror it (r - x)
+            partner = peer(0, step, p)
+            sent = table[step + 1][partner if reduce else 0]
+            rounds.append(Round([Transfer(0, partner, sorted(sent), reduce)],
+                                Symmetry("mirror", n, modulus=n)))
+            continue
         moves = []
         for v in range(p):
             partner = peer(v, step, p)

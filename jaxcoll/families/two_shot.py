@@ -12,12 +12,12 @@ owners' sums go round a ring allgather.
 
 from ..schedules import Schedule, Transfer
 from . import ring
+from .ring import _rotating
 
 
 def pairwise_reduce_scatter(n: int) -> Schedule:
     """Rank r ends with chunk r reduced over all ranks, each chunk sent straight to its owner."""
-    rounds = [[Transfer(r, (r + k) % n, (r + k) % n, reduce=True) for r in range(n)]
-              for k in range(1, n)]
+    rounds = _rotating([[Transfer(0, k, k, reduce=True)] for k in range(1, n)], n)
     return Schedule.build("pairwise reduce_scatter", n, n_chunks=n, rounds=rounds)
 
 
