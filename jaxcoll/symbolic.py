@@ -11,6 +11,15 @@ holds every set whose contributions are all of one chunk id, as in every registe
 and :class:`_Sets`, frozensets of (rank, chunk) pairs, which hold anything: ``verify`` falls
 back to them when a schedule sums two chunk ids into one chunk, and ``states`` (small n, for
 pictures) uses them.
+
+Where every round is symmetric (``Round(base, symmetry)``) under one action of a symmetry's
+group (g moves rank x to rank(x, g), chunk c to chunk(c, g) and a contribution (o, oc) to
+(rank(o, g), chunk(oc, g))), and so are the start and the promise, rank r's state is always
+rank 0's moved by r: ``verify`` follows rank 0's row alone (:func:`_run_rank_0`). In a round,
+rank 0 receives each of its base transfers 0 -> d as rank q = sender(d) makes it, from q's
+chunks, which are rank 0's moved by q; the same rules are checked on these writes, and an error
+is named as _run names it, at rank 0's own transfer (the same error moved by d, which undoes
+q). Any other schedule, or one that sums two chunk ids into one chunk, runs every rank.
 """
 
 from __future__ import annotations
@@ -19,8 +28,10 @@ from collections import Counter
 from functools import lru_cache
 from typing import Callable
 
-from .records import RECORDS
-from .schedules import Round, Schedule, Transfer, split_round
+import numpy as np
+
+from .records import RECORDS, Promise
+from .schedules import Round, Schedule, Symmetry, Transfer, split_round
 
 Contributions = frozenset  # of (rank, chunk)
 
@@ -81,6 +92,32 @@ class _Masks:
         return frozenset((r, cell >> self.n) for r in _bits(cell & self.ranks))
 
 
+class _Moves:
+    """A symmetry's action on ``cells``' cells: g moves (o, oc) to (rank(o, g), chunk(oc, g))."""
+
+    def __init__(self, symmetry: Symmetry, cells: _Masks):
+        self.symmetry, self.cells = symmetry, cells
+        # xor, one per bit b of a rank: the positions with bit b clear (runs of 2^b bits)
+        self.low_halves = [cells.ranks // ((1 << 2 * s) - 1) * ((1 << s) - 1)
+                           for s in (1 << b for b in range(cells.n.bit_length() - 1))]
+
+    def __call__(self, cell: int, g: int) -> int:
+        """The cell moved by g (no data stays no data)."""
+        if not cell:
+            return 0
+        n = self.cells.n
+        return self.symmetry.chunk(cell >> n, g) << n | self._bitmask(cell & self.cells.ranks, g)
+
+    def _bitmask(self, ranks: int, g: int) -> int:
+        """A bitmask of ranks moved by g: bit o to bit rank(o, g)."""
+        if self.symmetry.kind == "rotate":
+            return (ranks << g | ranks >> (self.cells.n - g)) & self.cells.ranks
+        for b, low in enumerate(self.low_halves):
+            if g >> b & 1:  # swap each run of 2^b bits with its neighbour
+                ranks = (ranks & low) << (1 << b) | ranks >> (1 << b) & low
+        return ranks
+
+
 def _origins(schedule: Schedule) -> Callable[[int], list[int | None]]:
     """origins(rank): for each of rank's chunks, the chunk id of rank's own data that it holds
     before the first round (None: nothing meaningful yet); the primitive's record says."""
@@ -96,17 +133,25 @@ def _promises(schedule: Schedule) -> list[tuple[int, list[tuple[int, int, int]]]
                                                 schedule.root)
 
 
-def _check_writes(index: int, round_) -> None:
-    """A chunk copied into may be written by nothing else in the same round."""
+def _copied_twice(round_) -> tuple[int, int, list[Transfer]] | None:
+    """The first (rank, chunk, transfers writing it) where a chunk copied into is written by
+    anything else in the same round; None if there is none."""
     writes = {}
     for t in round_:
         for c in t.into:
             writes.setdefault((t.dst, c), []).append(t)
-    for (dst, c), ts in writes.items():
-        if len(ts) > 1 and not all(t.reduce for t in ts):
-            raise ScheduleError(f"round {index}: rank {dst} chunk {c} is written by "
-                                f"{len(ts)} transfers, at least one a copy: "
-                                f"{', '.join(map(str, ts))}")
+    return next(((dst, c, ts) for (dst, c), ts in writes.items()
+                 if len(ts) > 1 and not all(t.reduce for t in ts)), None)
+
+
+def _check_writes(index: int, round_) -> None:
+    """A chunk copied into may be written by nothing else in the same round."""
+    conflict = _copied_twice(round_)
+    if conflict is not None:
+        dst, c, ts = conflict
+        raise ScheduleError(f"round {index}: rank {dst} chunk {c} is written by "
+                            f"{len(ts)} transfers, at least one a copy: "
+                            f"{', '.join(map(str, ts))}")
 
 
 def _one_matching(round_) -> bool:
@@ -123,11 +168,12 @@ def check_matchings(schedule: Schedule) -> None:
     round in which every rank sends and receives at most once, all transfers moving as many
     chunks the same way, whole: one ppermute, which is fine. Other rounds are split and checked,
     once per distinct round (``split_round`` looks only at each transfer's ranks, chunk count
-    and kind, and takes time quadratic in a round's length).
+    and kind, and takes time quadratic in a round's length). A symmetric round is one
+    ppermute per base transfer, whose n copies send from and to every rank once: not expanded.
     """
     seen = set()
     for round_ in schedule.rounds:
-        if _one_matching(round_):
+        if round_.symmetry is not None or _one_matching(round_):
             continue
         shape = tuple((t.src, t.dst, len(t.chunks), t.reduce) for t in round_)
         if shape in seen:
@@ -143,14 +189,19 @@ def check_matchings(schedule: Schedule) -> None:
                                         f"ppermute {perm}")
 
 
+def _check_named(schedule: Schedule) -> None:
+    """Raise ValueError if the schedule names no primitive."""
+    if not schedule.primitive:
+        raise ValueError(f"{schedule.name}: the schedule names no primitive to verify against; "
+                         "build it with jaxcoll.schedule(primitive, algorithm, n)")
+
+
 def _run(schedule: Schedule, cells: _Sets | _Masks, record: Callable[[list], None] | None = None
          ) -> list[list]:
     """Execute the schedule on ``cells``' representation and return the final state, as
     [rank][chunk]; ``record(state)`` is called before the first round and after each. Raises
     ScheduleError at the first transfer that is not possible."""
-    if not schedule.primitive:
-        raise ValueError(f"{schedule.name}: the schedule names no primitive to verify against; "
-                         "build it with jaxcoll.schedule(primitive, algorithm, n)")
+    _check_named(schedule)
     width, origins = schedule.n_chunks, _origins(schedule)
     state = [cells.row(rank, origins(rank)) for rank in range(schedule.n_ranks)]
     if record:
@@ -201,27 +252,203 @@ def states(schedule: Schedule) -> list[list[list[Contributions | None]]]:
 def verify(schedule: Schedule) -> None:
     """Raise ScheduleError (naming the round, rank and chunk) unless the schedule keeps its
     primitive's promise; return None if it does."""
+    _check_named(schedule)
+    promises = _promises(schedule)
+    symmetry = _one_rank_symmetry(schedule, promises)
     try:
-        cells = _Masks(schedule.n_ranks)
-        final = _run(schedule, cells)
+        if symmetry is None:
+            _check_every_rank(schedule, _Masks(schedule.n_ranks), promises)
+        else:
+            _check_rank_0(schedule, symmetry, promises)
     except _MixedOrigins:  # a chunk summed two chunk ids: run again on sets, which hold that
-        cells = _Sets()
-        final = _run(schedule, cells)
-    last = f"after round {len(schedule.rounds) - 1}" if schedule.rounds else "with no rounds"
+        _check_every_rank(schedule, _Sets(), promises)
+    check_matchings(schedule)
+
+
+def _check_every_rank(schedule: Schedule, cells: _Sets | _Masks, promises: Promise) -> None:
+    """Run every rank (_run) and check that each keeps its promise."""
+    final = _run(schedule, cells)
     promised, expected = None, []
-    for rank, row in _promises(schedule):
+    for rank, row in promises:
         if row is not promised:
             promised, expected = row, [cells.promise(origin, ranks) for _, origin, ranks in row]
-        held = final[rank]
-        if [held[chunk] for chunk, _, _ in row] == expected:
+        _check_promise(schedule, cells, rank, final[rank], row, expected)
+
+
+def _check_rank_0(schedule: Schedule, symmetry: Symmetry, promises: Promise) -> None:
+    """Run rank 0 alone (_run_rank_0) and check its promise: every rank's is the same, moved."""
+    cells = _Masks(schedule.n_ranks)
+    row = promises[0][1]
+    expected = [cells.promise(origin, ranks) for _, origin, ranks in row]
+    _check_promise(schedule, cells, 0, _run_rank_0(schedule, symmetry, cells), row, expected)
+
+
+def _check_promise(schedule: Schedule, cells: _Sets | _Masks, rank: int, held: list,
+                   row: list[tuple[int, int, int]], expected: list) -> None:
+    """Raise ScheduleError unless ``rank``'s final cells ``held`` are ``expected`` (its promised
+    ``row``'s cells) in the row's chunks."""
+    if [held[chunk] for chunk, _, _ in row] == expected:
+        return
+    last = f"after round {len(schedule.rounds) - 1}" if schedule.rounds else "with no rounds"
+    for (chunk, _, _), want in zip(row, expected):
+        if held[chunk] != want:
+            has, want = cells.contributions(held[chunk]), cells.contributions(want)
+            raise ScheduleError(
+                f"{schedule.name}: {last}, rank {rank} chunk {chunk} holds {sorted(has)}; "
+                f"missing {sorted(want - has)}, unexpected {sorted(has - want)}")
+
+
+def _one_rank_symmetry(schedule: Schedule, promises: Promise) -> Symmetry | None:
+    """The symmetry under which every rank's state is rank 0's moved (the rounds, the start and
+    the promise all symmetric under it), or None."""
+    symmetry = _common_symmetry(schedule)
+    if symmetry is None or not _symmetric_start(schedule, symmetry):
+        return None
+    return symmetry if _symmetric_promises(promises, symmetry) else None
+
+
+def _common_symmetry(schedule: Schedule) -> Symmetry | None:
+    """One symmetry that maps each round's transfers onto the round's and permutes the chunk
+    ids, or None (a round explicit, or none found): rotate, the rounds' own where they all move
+    chunk ids alike; xor, the first of the rounds' masks (most bits first) all rounds agree with.
+    Other kinds are not followed: None."""
+    n, symmetries = schedule.n_ranks, {round_.symmetry for round_ in schedule.rounds}
+    if not symmetries or None in symmetries:
+        return None
+    first = next(iter(symmetries))
+    kinds = {(s.kind, s.n_ranks) for s in symmetries}
+    if kinds != {(first.kind, n)} or first.kind not in ("rotate", "xor"):
+        return None  # mixed kinds, or a kind this view does not follow (every rank runs)
+    if first.kind == "rotate":
+        alike = len({(s.stride, s.modulus) for s in symmetries}) == 1
+        return first if alike and _permutes_chunks(first, schedule.n_chunks) else None
+    masks = sorted({s.mask & (n - 1) for s in symmetries}, key=int.bit_count, reverse=True)
+    candidates = (Symmetry("xor", n, mask=mask) for mask in masks)
+    return next((candidate for candidate in candidates
+                 if _permutes_chunks(candidate, schedule.n_chunks)
+                 and all(_agrees(round_, candidate.mask) for round_ in schedule.rounds)), None)
+
+
+def _permutes_chunks(symmetry: Symmetry, n_chunks: int) -> bool:
+    """True if each rank's move keeps the chunk ids 0..n_chunks-1 among themselves and the moves
+    compose as the ranks' do (rotate: the stride goes once round the modulus in n steps)."""
+    if symmetry.kind == "xor":
+        return n_chunks % (1 << (symmetry.mask & (symmetry.n_ranks - 1)).bit_length()) == 0
+    m = symmetry.modulus
+    return n_chunks % m == 0 and symmetry.stride * symmetry.n_ranks % m == 0
+
+
+def _agrees(round_: Round, mask: int) -> bool:
+    """True if the xor symmetry with ``mask`` maps the (xor) round's transfers onto the round's:
+    each base transfer's (chunk, into) pairs are unchanged, as a multiset, by xor-ing both ids
+    with any bit where the round's mask and ``mask`` differ."""
+    differ = (round_.symmetry.mask ^ mask) & (round_.symmetry.n_ranks - 1)
+    return all(sorted((c ^ bit, i ^ bit) for c, i in pairs) == pairs
+               for pairs in (sorted(zip(t.chunks, t.into)) for t in round_.base)
+               for bit in (1 << b for b in _bits(differ)))
+
+
+def _symmetric_start(schedule: Schedule, symmetry: Symmetry) -> bool:
+    """True if every rank r starts as rank 0 moved by r: its chunk chunk(c, r) holds its own data
+    of chunk chunk(origins(0)[c], r), or nothing where rank 0's chunk c holds nothing."""
+    origins, ids = _origins(schedule), np.arange(schedule.n_chunks)
+    first = np.array([-1 if origin is None else origin for origin in origins(0)])
+    for rank in range(1, schedule.n_ranks):
+        moved = np.full(schedule.n_chunks, -1)
+        moved[symmetry.chunk(ids, rank)] = np.where(first < 0, -1, symmetry.chunk(first, rank))
+        expected = moved.astype(object)
+        expected[moved < 0] = None
+        if origins(rank) != expected.tolist():
+            return False
+    return True
+
+
+def _symmetric_promises(promises: Promise, symmetry: Symmetry) -> bool:
+    """True if every rank r is promised rank 0's promise moved by r (checked where each mask is
+    every rank or one rank, as records.py's are; any other mask: False)."""
+    n = symmetry.n_ranks
+    if [rank for rank, _ in promises] != list(range(n)):
+        return False
+    distinct = {id(row): row for _, row in promises}  # ranks often share one row object
+    tables = {key: _promise_table(row, n) for key, row in distinct.items()}
+    if any(table is None for table in tables.values()):
+        return False
+    chunks, origins, ranks = tables[id(promises[0][1])].T
+    for rank, row in promises[1:]:
+        moved = np.stack([symmetry.chunk(chunks, rank), symmetry.chunk(origins, rank),
+                          np.where(ranks < 0, -1, symmetry.rank(ranks, rank))], axis=1)
+        if not np.array_equal(_sorted_rows(moved), tables[id(row)]):
+            return False
+    return True
+
+
+def _promise_table(row: list[tuple[int, int, int]], n: int) -> np.ndarray | None:
+    """A promised row as sorted (chunk, origin, rank) rows, rank -1 for every rank; None if a
+    mask is neither every rank nor one rank."""
+    if not row:
+        return np.empty((0, 3), np.int64)
+    chunks, origins, masks = ([entry[k] for entry in row] for k in range(3))
+    ones = np.fromiter(map(int.bit_count, masks), np.int64, len(masks))
+    highest = np.fromiter(map(int.bit_length, masks), np.int64, len(masks)) - 1
+    every = (ones == n) & (highest == n - 1)
+    if not np.all(every | (ones == 1)):
+        return None
+    return _sorted_rows(np.column_stack([chunks, origins, np.where(every, -1, highest)]))
+
+
+def _sorted_rows(table: np.ndarray) -> np.ndarray:
+    """The rows of a 2-d table in lexicographic order."""
+    return table[np.lexsort(table.T[::-1])]
+
+
+def _run_rank_0(schedule: Schedule, symmetry: Symmetry, cells: _Masks) -> list[int]:
+    """Rank 0's final cells where every rank's state is rank 0's moved by ``symmetry`` (the
+    one-rank view above); raises ScheduleError where _run would, naming rank 0's transfer."""
+    move = _Moves(symmetry, cells)
+    row = cells.row(0, _origins(schedule)(0))
+    for index, round_ in enumerate(schedule.rounds):
+        # rank 0's transfer t = 0 -> d as rank q = sender(d) makes it arrives at rank 0
+        arrivals = [(t, round_.symmetry.at(t, symmetry.sender(t.dst))) for t in round_.base]
+        _check_arrivals(index, [arriving for _, arriving in arrivals], symmetry)
+        # q's chunk c holds rank 0's chunk chunk(c, d) moved by q (d undoes q); all read first
+        sent = [[move(row[symmetry.chunk(c, t.dst)], arriving.src) for c in arriving.chunks]
+                for t, arriving in arrivals]
+        for (t, arriving), values in zip(arrivals, sent):
+            _receive(index, t, arriving, values, row, move)
+    return row
+
+
+def _check_arrivals(index: int, arrivals: list[Transfer], symmetry: Symmetry) -> None:
+    """_check_writes on the transfers arriving at rank 0, named as at the receiver d of the
+    first one's base transfer (moved by d, which undoes its sender): where _run names it."""
+    conflict = _copied_twice(arrivals)
+    if conflict is not None:
+        d = symmetry.sender(conflict[2][0].src)
+        _check_writes(index, [symmetry.at(arriving, d) for arriving in arrivals])
+
+
+def _receive(index: int, t: Transfer, arriving: Transfer, values: list[int], row: list[int],
+             move: _Moves) -> None:
+    """Rank 0 copies or reduces ``values``, what ``arriving`` (rank 0's transfer ``t`` as its
+    sender makes it) carries, into ``row``; an error is named at ``t`` (moved by its d)."""
+    d, cells, symmetry = t.dst, move.cells, move.symmetry
+    for c, i, value in zip(arriving.chunks, arriving.into, values):
+        if not value:
+            raise ScheduleError(f"round {index}: rank 0 sends chunk {symmetry.chunk(c, d)} to "
+                                f"rank {d} before it holds any data for it")
+        if not t.reduce:
+            row[i] = value
             continue
-        for (chunk, _, _), want in zip(row, expected):
-            if held[chunk] != want:
-                has, want = cells.contributions(held[chunk]), cells.contributions(want)
-                raise ScheduleError(
-                    f"{schedule.name}: {last}, rank {rank} chunk {chunk} holds {sorted(has)}; "
-                    f"missing {sorted(want - has)}, unexpected {sorted(has - want)}")
-    check_matchings(schedule)
+        held = row[i]
+        if not held:
+            raise ScheduleError(f"round {index}: rank {d} reduces into chunk "
+                                f"{symmetry.chunk(i, d)}, which holds no data yet")
+        union = cells.union(held, value)
+        if union is None:
+            twice = cells.contributions(move(held, d)) & cells.contributions(move(value, d))
+            raise ScheduleError(f"round {index}: {t} counts contributions twice into rank {d} "
+                                f"chunk {symmetry.chunk(i, d)}: {sorted(twice)}")
+        row[i] = union
 
 
 @lru_cache(maxsize=256)
