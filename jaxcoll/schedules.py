@@ -278,6 +278,13 @@ class Schedule:
                 f"n_rounds={self.n_rounds})")
 
 
+def rotating(rounds: Iterable[Iterable[Transfer]], n: int, stride: int = 1) -> list[Round]:
+    """Rank 0's rounds made every rank's: rank r's transfers are rank 0's moved r ranks on and
+    their chunk ids ``stride·r`` on (mod ``stride·n``, within each block of as many)."""
+    symmetry = Symmetry("rotate", n, stride=stride, modulus=stride * n)
+    return [Round(transfers, symmetry) for transfers in rounds]
+
+
 def _largest(symmetry: Symmetry, ids: tuple[int, ...]) -> int:
     """The largest chunk id any rank moves where rank 0 moves ``ids``."""
     if symmetry.kind == "xor":  # c ^ x over every x under the mask: at most c | mask

@@ -20,8 +20,7 @@ yet to leave.
 
 from __future__ import annotations
 
-from ..schedules import Schedule, Transfer
-from .ring import _rotating
+from ..schedules import Schedule, Transfer, rotating
 
 
 def _distances(n: int) -> list[int]:
@@ -31,7 +30,7 @@ def _distances(n: int) -> list[int]:
 
 def allgather(n: int) -> Schedule:
     """Bruck allgather: ceil(log2 n) rounds for any n."""
-    rounds = _rotating([[Transfer(0, (-d) % n, range(min(d, n - d)), False)]
+    rounds = rotating([[Transfer(0, (-d) % n, range(min(d, n - d)), False)]
                         for d in _distances(n)], n)
     return Schedule.build("bruck allgather", n, n_chunks=n, rounds=rounds)
 
@@ -47,4 +46,4 @@ def alltoall(n: int) -> Schedule:
         offsets = [j for j in range(1, n) if j & d]  # the blocks that move this round
         rounds.append([Transfer(0, d % n, [chunk(0, j, False) for j in offsets], False,
                                 into=[chunk(d % n, j, j < 2 * d) for j in offsets])])
-    return Schedule.build("bruck alltoall", n, n_chunks=2 * n, rounds=_rotating(rounds, n))
+    return Schedule.build("bruck alltoall", n, n_chunks=2 * n, rounds=rotating(rounds, n))

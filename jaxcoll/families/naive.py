@@ -6,8 +6,7 @@ measured against. The unrooted collectives go through rank 0. AllToAll has no ro
 form is the pairwise exchange, each rank sending to each other rank directly, one per round.
 """
 
-from ..schedules import Schedule, Transfer
-from .ring import _rotating
+from ..schedules import Schedule, Transfer, rotating
 
 
 def _in_turn(transfer, n: int, root: int = 0) -> list[list[Transfer]]:
@@ -61,5 +60,5 @@ def allgather(n: int) -> Schedule:
 def alltoall(n: int) -> Schedule:
     """Pairwise alltoall: in round k (1..n-1) rank r sends its block for rank r + k straight
     there, into the chunk kept for data from r (the 2n-chunk layout of symbolic.py)."""
-    rounds = _rotating([[Transfer(0, k, k, False, into=n)] for k in range(1, n)], n)
+    rounds = rotating([[Transfer(0, k, k, False, into=n)] for k in range(1, n)], n)
     return Schedule.build("naive alltoall", n, n_chunks=2 * n, rounds=rounds)

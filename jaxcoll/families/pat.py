@@ -33,7 +33,7 @@ with one GPU per node; here it runs on any axis.
 
 from __future__ import annotations
 
-from ..schedules import Schedule, Transfer
+from ..schedules import Schedule, Transfer, rotating
 
 
 def _distances(n: int) -> list[int]:
@@ -43,9 +43,8 @@ def _distances(n: int) -> list[int]:
 
 def allgather(n: int) -> Schedule:
     """PAT allgather: distances halve, data doubles; ceil(log2 n) rounds for any n."""
-    rounds = [[Transfer(r, (r + d) % n, [(r - u) % n for u in range(0, n - d, 2 * d)], False)
-               for r in range(n)]
-              for d in _distances(n)]
+    rounds = rotating([[Transfer(0, d % n, [(-u) % n for u in range(0, n - d, 2 * d)], False)]
+                        for d in _distances(n)], n)  # rank 0's; rank r's moved r on
     return Schedule.build("pat allgather", n, n_chunks=n, rounds=rounds)
 
 

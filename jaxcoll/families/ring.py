@@ -15,7 +15,7 @@ each rank sends one chunk to its right neighbour, so every link is busy every ro
   rounds and bytes per rank; on full-duplex links each direction carries half.
 """
 
-from ..schedules import Round, Schedule, Symmetry, Transfer
+from ..schedules import Schedule, Transfer, rotating
 
 
 def _ring_rounds(n: int, first_chunk: int, reduce: bool, direction: int = 1,
@@ -30,22 +30,15 @@ def _ring_rounds(n: int, first_chunk: int, reduce: bool, direction: int = 1,
             for step in range(n - 1)]
 
 
-def _rotating(rounds: list[list[Transfer]], n: int, stride: int = 1) -> list[Round]:
-    """Rank 0's rounds made every rank's: rank r's transfers are rank 0's moved r ranks on and
-    their chunk ids ``stride·r`` on (mod ``stride·n``, within each block of as many)."""
-    symmetry = Symmetry("rotate", n, stride=stride, modulus=stride * n)
-    return [Round(transfers, symmetry) for transfers in rounds]
-
-
 def reduce_scatter(n: int) -> Schedule:
     """Ring reduce-scatter: rank r ends with chunk r reduced over all ranks."""
-    rounds = _rotating(_ring_rounds(n, first_chunk=-1, reduce=True), n)
+    rounds = rotating(_ring_rounds(n, first_chunk=-1, reduce=True), n)
     return Schedule.build("ring reduce_scatter", n, n_chunks=n, rounds=rounds)
 
 
 def allgather(n: int) -> Schedule:
     """Ring allgather: rank r starts with chunk r and ends with every chunk."""
-    rounds = _rotating(_ring_rounds(n, first_chunk=0, reduce=False), n)
+    rounds = rotating(_ring_rounds(n, first_chunk=0, reduce=False), n)
     return Schedule.build("ring allgather", n, n_chunks=n, rounds=rounds)
 
 
@@ -59,7 +52,7 @@ def _both_ways(name: str, n: int, first_chunk: int, reduce: bool) -> Schedule:
     (block c of the buffer is chunks 2c and 2c + 1)."""
     clockwise = _ring_rounds(n, first_chunk, reduce, 1, lambda c: 2 * c)
     counter = _ring_rounds(n, first_chunk, reduce, -1, lambda c: 2 * c + 1)
-    rounds = _rotating([cw + ccw for cw, ccw in zip(clockwise, counter)], n, stride=2)
+    rounds = rotating([cw + ccw for cw, ccw in zip(clockwise, counter)], n, stride=2)
     return Schedule.build(name, n, n_chunks=2 * n, rounds=rounds)
 
 

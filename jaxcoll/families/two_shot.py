@@ -10,14 +10,13 @@ owners' sums go round a ring allgather.
   k crosses k links). Compressed, each value is quantized at most twice (compression.py).
 """
 
-from ..schedules import Schedule, Transfer
+from ..schedules import Schedule, Transfer, rotating
 from . import ring
-from .ring import _rotating
 
 
 def pairwise_reduce_scatter(n: int) -> Schedule:
     """Rank r ends with chunk r reduced over all ranks, each chunk sent straight to its owner."""
-    rounds = _rotating([[Transfer(0, k, k, reduce=True)] for k in range(1, n)], n)
+    rounds = rotating([[Transfer(0, k, k, reduce=True)] for k in range(1, n)], n)
     return Schedule.build("pairwise reduce_scatter", n, n_chunks=n, rounds=rounds)
 
 
