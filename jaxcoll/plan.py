@@ -267,8 +267,18 @@ def _symmetric_segment(matchings, send_rows, recv_rows, n_ranks: int,
                    tuple(_symmetric_ids(r, c, symmetry) for r, c in zip(send_rows, send_contiguous)),
                    tuple(_symmetric_ids(r, c, symmetry) for r, c in zip(recv_rows, recv_contiguous)),
                    (None,) * len(matchings),  # every rank receives
-                   tuple(_compact_mask(_lower_sender_first(m, n_ranks)) for m in matchings),
+                   tuple(_symmetric_sender_first(m, n_ranks, symmetry) for m in matchings),
                    send_contiguous, recv_contiguous, one_write)
+
+
+def _symmetric_sender_first(matching: Matching, n_ranks: int, symmetry: Symmetry) -> Ids | None:
+    """``_lower_sender_first`` as compact Ids; for xor partners r and r ^ d, the sender is the
+    lower where r has d's highest bit: ``0 ^ (rank & that bit)``, not 0 there."""
+    if symmetry.kind != "xor" or not matching.reduce:
+        return _compact_mask(_lower_sender_first(matching, n_ranks))
+    d = matching.perm[0][1]  # rank 0's partner
+    return Ids("xor", n_steps=1, n_moved=1, arrays=_int32(np.zeros((1, 1))),
+               mask=1 << (d.bit_length() - 1))
 
 
 def _symmetric_ids(rows: np.ndarray, first_only: bool, symmetry: Symmetry) -> Ids:

@@ -29,8 +29,9 @@ def plan_of(schedule: Schedule) -> list:
     """Everything the executor reads from the lowering plan, every table written out."""
     n = schedule.n_ranks
     tables = lambda ids: [None if i is None else i.table(n).tolist() for i in ids]  # noqa: E731
-    return [(s.matchings, tables(s.send_ids), tables(s.recv_ids), tables(s.receivers),
-             tables(s.lower_sender_first), s.send_contiguous, s.recv_contiguous, s.one_write)
+    flags = lambda ids: [None if i is None else (i.table(n) != 0).tolist() for i in ids]  # noqa
+    return [(s.matchings, tables(s.send_ids), tables(s.recv_ids), flags(s.receivers),
+             flags(s.lower_sender_first), s.send_contiguous, s.recv_contiguous, s.one_write)
             for s in lower(schedule)]
 
 
