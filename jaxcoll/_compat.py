@@ -227,3 +227,16 @@ def on_local_shards(fn, tree, out_specs):
     # jit: an eager shard_map (vmapped) hands an inner eager one its global shapes
     return jax.jit(jax.shard_map(fn, in_specs=(in_specs,), out_specs=out_specs(specs),
                                  axis_names=axes, check_vma=check_vma()))(tree)
+
+
+_barriers = iter(range(1 << 62))  # each barrier of the coordination service needs its own id
+
+
+def all_processes_here(timeout_ms: int = 600_000) -> None:
+    """Wait until every process of ``jax.distributed`` reaches this call (its coordination
+    service's barrier, no device work); alone, return at once."""
+    if jax.process_count() == 1:
+        return
+    from jax._src import distributed  # the client has no public barrier
+    distributed.global_state.client.wait_at_barrier(f"jaxcoll-{next(_barriers)}", timeout_ms)
+

@@ -413,7 +413,8 @@ def header(meta: dict, ops: list[str], dtype: str, iters: int, warmup: int,
              f"jax {meta['jax']}, jaxlib {meta['jaxlib']}, python {meta['python']}, "
              f"XLA_FLAGS={meta['xla_flags'] or '(unset)'}",
              f"{iters} timed calls per line (median; iqr = interquartile range / median), "
-             f"{warmup} warm-up, algorithms alternating; busbw = algbw x {factors}"]
+             f"{warmup} warm-up, algorithms alternating in a new order each round; "
+             f"busbw = algbw x {factors}"]
     columns = [_cells(name for name, *_ in COLUMNS), _cells(unit for _, unit, *_ in COLUMNS)]
     if compress is not None:
         about.append(f"compressed ({compress.kind}, blocks of {compress.block}): algbw and "

@@ -19,6 +19,7 @@ import numpy as np
 from jax import lax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
+from ._compat import all_processes_here
 from .check import call_collective
 from .distributed import gather
 from .families import SCHEDULES, two_level
@@ -83,15 +84,21 @@ def program(op: str, algorithm: str, mesh, root: int = 0, compress=None):
 
 def time_alternating(programs: dict, x, iters: int, warmup: int = 1,
                      tick=lambda: None) -> dict[str, list[float]]:
-    """Seconds per call: ``warmup`` calls each, then ``iters`` rounds of one call each, the
-    first of a round rotating; ``tick()`` after every round."""
+    """Seconds per call: ``warmup`` calls each, then ``iters`` rounds of one call each, in a
+    new order every round (seeded: the same in every process, so each program follows every
+    other about as often), each call started in every process at once; ``tick()`` after
+    every round."""
     names = list(programs)
     for _ in range(warmup):
         for name in names:
             programs[name](x).block_until_ready()
     times = {name: [] for name in names}
+    orders = np.random.default_rng(0)
     for i in range(iters):
-        for name in names[i % len(names):] + names[:i % len(names)]:
+        for name in [names[j] for j in orders.permutation(len(names))]:
+            # across processes every call starts everywhere at once: a call's stragglers
+            # don't run into the next one's time (the next algorithm's)
+            all_processes_here()
             start = time.perf_counter()
             programs[name](x).block_until_ready()
             times[name].append(time.perf_counter() - start)
