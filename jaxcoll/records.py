@@ -23,10 +23,28 @@ transposes and run their own schedule for it.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import groupby
+from itertools import cycle, islice, repeat
+from typing import Callable
 
-Promise = list[tuple[int, list[tuple[int, int, int]]]]  # (rank, [(chunk, origin, ranks), ...])
+Row = list[tuple[int, int, int]]  # [(chunk, origin, ranks), ...]: what one rank must end with
+
+
+class Promises(Sequence):
+    """What the ranks must end with, as (rank, row) pairs in rank order; a row is built when
+    asked for (alltoall's n rows of n entries take gigabytes at thousands of ranks), and ranks
+    promised alike get one shared row object."""
+
+    def __init__(self, ranks: Sequence[int], row: Callable[[int], Row]):
+        self.ranks, self.row = ranks, row
+
+    def __len__(self) -> int:
+        return len(self.ranks)
+
+    def __getitem__(self, index: int) -> tuple[int, Row]:
+        rank = self.ranks[index]
+        return rank, self.row(rank)
 
 
 @dataclass(frozen=True)
@@ -82,7 +100,7 @@ class Record:
         per_block = n_chunks // n  # "owner": each rank holds its own block
         return [c if c // per_block == rank else None for c in chunks]
 
-    def promises(self, n: int, n_chunks: int, root: int) -> Promise:
+    def promises(self, n: int, n_chunks: int, root: int) -> Promises:
         """What every rank must end with: (rank, [(chunk, origin, ranks), ...]) for the chunks
         it defines, in (rank, chunk) order; each must hold the contributions (r, origin) for
         the r in the bitmask ``ranks``, and no others."""
@@ -91,11 +109,11 @@ class Record:
                  "owner": lambda c: 1 << c // per_block}[self.source]
         every_chunk = [(c, c, whose(c)) for c in range(n_chunks)]
         if self.destination == "every":
-            return [(r, every_chunk) for r in range(n)]
+            return Promises(range(n), lambda r: every_chunk)
         if self.destination == "root":
-            return [(root, every_chunk)]
-        return [(r, list(row)) for r, row in groupby(every_chunk,
-                                                     lambda item: item[0] // per_block)]
+            return Promises([root], lambda r: every_chunk)
+        return Promises(range(-(-n_chunks // per_block)),  # the owner of each block
+                        lambda r: every_chunk[r * per_block:(r + 1) * per_block])
 
     # -------------------------------------------------------------- the primitive's buffer
 
@@ -128,11 +146,12 @@ class _AllToAll(Record):
 
     def origins(self, rank: int, n: int, n_chunks: int, root: int) -> list[int | None]:
         half = n_chunks // 2  # the same data in both halves: (rank, chunk of the first half)
-        return [c % half for c in range(n_chunks)]
+        return list(islice(cycle(range(half)), n_chunks))  # c % half
 
-    def promises(self, n: int, n_chunks: int, root: int) -> Promise:
+    def promises(self, n: int, n_chunks: int, root: int) -> Promises:
         half = n_chunks // 2  # rank r's chunk half + c: rank c's chunk r
-        return [(r, [(half + c, r, 1 << c) for c in range(half)]) for r in range(n)]
+        owners = [1 << c for c in range(half)]  # one int per rank c, shared by every row
+        return Promises(range(n), lambda r: list(zip(range(half, 2 * half), repeat(r), owners)))
 
     def enter(self, buf, me, n: int):
         import jax.numpy as jnp

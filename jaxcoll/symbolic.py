@@ -26,11 +26,13 @@ from __future__ import annotations
 
 from collections import Counter
 from functools import lru_cache
-from typing import Callable
+from itertools import repeat
+from operator import itemgetter
+from typing import Callable, Iterator
 
 import numpy as np
 
-from .records import RECORDS, Promise
+from .records import RECORDS, Promises, Row
 from .schedules import Round, Schedule, Symmetry, Transfer, split_round
 
 Contributions = frozenset  # of (rank, chunk)
@@ -110,12 +112,15 @@ class _Moves:
 
     def _bitmask(self, ranks: int, g: int) -> int:
         """A bitmask of ranks moved by g: bit o to bit rank(o, g)."""
-        if self.symmetry.kind == "rotate":
-            return (ranks << g | ranks >> (self.cells.n - g)) & self.cells.ranks
-        for b, low in enumerate(self.low_halves):
-            if g >> b & 1:  # swap each run of 2^b bits with its neighbour
-                ranks = (ranks & low) << (1 << b) | ranks >> (1 << b) & low
-        return ranks
+        kind, n = self.symmetry.kind, self.cells.n
+        if kind == "xor":
+            for b, low in enumerate(self.low_halves):
+                if g >> b & 1:  # swap each run of 2^b bits with its neighbour
+                    ranks = (ranks & low) << (1 << b) | ranks >> (1 << b) & low
+            return ranks
+        if kind == "mirror" and g % 2:  # bit o to bit g - o: to n - 1 - o, then rotated g + 1
+            ranks, g = int(format(ranks, f"0{n}b")[::-1], 2), (g + 1) % n
+        return (ranks << g | ranks >> (n - g)) & self.cells.ranks
 
 
 def _origins(schedule: Schedule) -> Callable[[int], list[int | None]]:
@@ -125,7 +130,7 @@ def _origins(schedule: Schedule) -> Callable[[int], list[int | None]]:
     return lambda rank: record.origins(rank, n, schedule.n_chunks, root)
 
 
-def _promises(schedule: Schedule) -> list[tuple[int, list[tuple[int, int, int]]]]:
+def _promises(schedule: Schedule) -> Promises:
     """What the primitive promises, rank by rank (records.Record.promises)."""
     if schedule.primitive not in RECORDS:
         raise ValueError(f"{schedule.name}: unknown primitive {schedule.primitive!r}")
@@ -207,38 +212,57 @@ def _run(schedule: Schedule, cells: _Sets | _Masks, record: Callable[[list], Non
     if record:
         record(state)
     for index, round_ in enumerate(schedule.rounds):
-        writes = [t.dst * width + d for t in round_ for d in t.into]
+        moves = _moves(round_)
+        writes = [dst * width + d for _, dst, _, _, into in moves for d in into]
         written = set(writes)
         if len(written) < len(writes):
             _check_writes(index, round_)
         # Every transfer reads the state as it was before the round: a copy, if the round
         # writes a chunk that it reads (a swap, as in recursive doubling).
         sources = state
-        if not written.isdisjoint([t.src * width + c for t in round_ for c in t.chunks]):
+        if not written.isdisjoint([src * width + c for src, _, chunks, _, _ in moves
+                                   for c in chunks]):
             sources = [row[:] for row in state]
-        for t in round_:
-            source, row, reduce = sources[t.src], state[t.dst], t.reduce
-            for c, d in zip(t.chunks, t.into):
+        for src, dst, chunks, reduce, into in moves:
+            source, row = sources[src], state[dst]
+            for c, d in zip(chunks, into):
                 value = source[c]
                 if not value:
-                    raise ScheduleError(f"round {index}: rank {t.src} sends chunk {c} to rank "
-                                        f"{t.dst} before it holds any data for it")
+                    raise ScheduleError(f"round {index}: rank {src} sends chunk {c} to rank "
+                                        f"{dst} before it holds any data for it")
                 if not reduce:
                     row[d] = value
                     continue
                 held = row[d]
                 if not held:
-                    raise ScheduleError(f"round {index}: rank {t.dst} reduces into chunk {d}, "
+                    raise ScheduleError(f"round {index}: rank {dst} reduces into chunk {d}, "
                                         "which holds no data yet")
                 union = cells.union(held, value)
                 if union is None:
                     twice = cells.contributions(held) & cells.contributions(value)
+                    t = Transfer(src, dst, chunks, reduce, into)
                     raise ScheduleError(f"round {index}: {t} counts contributions twice into "
-                                        f"rank {t.dst} chunk {d}: {sorted(twice)}")
+                                        f"rank {dst} chunk {d}: {sorted(twice)}")
                 row[d] = union
         if record:
             record(state)
     return state
+
+
+def _moves(round_: Round) -> list[tuple[int, int, tuple[int, ...], bool, tuple[int, ...]]]:
+    """Every rank's transfers of the round as (src, dst, chunks, reduce, into), in the order of
+    ``round_.transfers``: plain tuples, which the cycle collector soon stops tracking, and a
+    symmetric round's moved to every rank at once (numpy), not made into Transfer objects."""
+    if round_.symmetry is None:
+        return [(t.src, t.dst, t.chunks, t.reduce, t.into) for t in round_.base]
+    symmetry, moves = round_.symmetry, []
+    ranks = np.arange(symmetry.n_ranks)
+    for t in round_.base:  # rank r: r -> rank(dst, r), chunks chunk(C, r) into chunk(I, r)
+        chunks, into = (zip(*symmetry.chunk(np.array(ids)[:, None], ranks).tolist())
+                        for ids in (t.chunks, t.into))  # rank r's ids, a tuple
+        moves += zip(ranks.tolist(), symmetry.rank(t.dst, ranks).tolist(), chunks,
+                     repeat(t.reduce), into)
+    return moves
 
 
 def states(schedule: Schedule) -> list[list[list[Contributions | None]]]:
@@ -265,7 +289,7 @@ def verify(schedule: Schedule) -> None:
     check_matchings(schedule)
 
 
-def _check_every_rank(schedule: Schedule, cells: _Sets | _Masks, promises: Promise) -> None:
+def _check_every_rank(schedule: Schedule, cells: _Sets | _Masks, promises: Promises) -> None:
     """Run every rank (_run) and check that each keeps its promise."""
     final = _run(schedule, cells)
     promised, expected = None, []
@@ -275,7 +299,7 @@ def _check_every_rank(schedule: Schedule, cells: _Sets | _Masks, promises: Promi
         _check_promise(schedule, cells, rank, final[rank], row, expected)
 
 
-def _check_rank_0(schedule: Schedule, symmetry: Symmetry, promises: Promise) -> None:
+def _check_rank_0(schedule: Schedule, symmetry: Symmetry, promises: Promises) -> None:
     """Run rank 0 alone (_run_rank_0) and check its promise: every rank's is the same, moved."""
     cells = _Masks(schedule.n_ranks)
     row = promises[0][1]
@@ -283,8 +307,8 @@ def _check_rank_0(schedule: Schedule, symmetry: Symmetry, promises: Promise) -> 
     _check_promise(schedule, cells, 0, _run_rank_0(schedule, symmetry, cells), row, expected)
 
 
-def _check_promise(schedule: Schedule, cells: _Sets | _Masks, rank: int, held: list,
-                   row: list[tuple[int, int, int]], expected: list) -> None:
+def _check_promise(schedule: Schedule, cells: _Sets | _Masks, rank: int, held: list, row: Row,
+                   expected: list) -> None:
     """Raise ScheduleError unless ``rank``'s final cells ``held`` are ``expected`` (its promised
     ``row``'s cells) in the row's chunks."""
     if [held[chunk] for chunk, _, _ in row] == expected:
@@ -298,7 +322,7 @@ def _check_promise(schedule: Schedule, cells: _Sets | _Masks, rank: int, held: l
                 f"missing {sorted(want - has)}, unexpected {sorted(has - want)}")
 
 
-def _one_rank_symmetry(schedule: Schedule, promises: Promise) -> Symmetry | None:
+def _one_rank_symmetry(schedule: Schedule, promises: Promises) -> Symmetry | None:
     """The symmetry under which every rank's state is rank 0's moved (the rounds, the start and
     the promise all symmetric under it), or None."""
     symmetry = _common_symmetry(schedule)
@@ -309,17 +333,16 @@ def _one_rank_symmetry(schedule: Schedule, promises: Promise) -> Symmetry | None
 
 def _common_symmetry(schedule: Schedule) -> Symmetry | None:
     """One symmetry that maps each round's transfers onto the round's and permutes the chunk
-    ids, or None (a round explicit, or none found): rotate, the rounds' own where they all move
-    chunk ids alike; xor, the first of the rounds' masks (most bits first) all rounds agree with.
-    Other kinds are not followed: None."""
+    ids, or None (a round explicit, mixed kinds, or none found): rotate or mirror, the rounds'
+    own where they all move chunk ids alike; xor, the first of the rounds' masks (most bits
+    first) all rounds agree with."""
     n, symmetries = schedule.n_ranks, {round_.symmetry for round_ in schedule.rounds}
     if not symmetries or None in symmetries:
         return None
     first = next(iter(symmetries))
-    kinds = {(s.kind, s.n_ranks) for s in symmetries}
-    if kinds != {(first.kind, n)} or first.kind not in ("rotate", "xor"):
-        return None  # mixed kinds, or a kind this view does not follow (every rank runs)
-    if first.kind == "rotate":
+    if {(s.kind, s.n_ranks) for s in symmetries} != {(first.kind, n)}:
+        return None
+    if first.kind != "xor":
         alike = len({(s.stride, s.modulus) for s in symmetries}) == 1
         return first if alike and _permutes_chunks(first, schedule.n_chunks) else None
     masks = sorted({s.mask & (n - 1) for s in symmetries}, key=int.bit_count, reverse=True)
@@ -331,7 +354,8 @@ def _common_symmetry(schedule: Schedule) -> Symmetry | None:
 
 def _permutes_chunks(symmetry: Symmetry, n_chunks: int) -> bool:
     """True if each rank's move keeps the chunk ids 0..n_chunks-1 among themselves and the moves
-    compose as the ranks' do (rotate: the stride goes once round the modulus in n steps)."""
+    compose as the ranks' do (rotate, mirror: the stride goes once round the modulus in n
+    steps)."""
     if symmetry.kind == "xor":
         return n_chunks % (1 << (symmetry.mask & (symmetry.n_ranks - 1)).bit_length()) == 0
     m = symmetry.modulus
@@ -351,49 +375,59 @@ def _agrees(round_: Round, mask: int) -> bool:
 def _symmetric_start(schedule: Schedule, symmetry: Symmetry) -> bool:
     """True if every rank r starts as rank 0 moved by r: its chunk chunk(c, r) holds its own data
     of chunk chunk(origins(0)[c], r), or nothing where rank 0's chunk c holds nothing."""
-    origins, ids = _origins(schedule), np.arange(schedule.n_chunks)
-    first = np.array([-1 if origin is None else origin for origin in origins(0)])
+    origins = _origins(schedule)
+    first = np.array(origins(0), dtype=float)  # None (no data): nan
+    held = np.flatnonzero(~np.isnan(first))
     for rank in range(1, schedule.n_ranks):
-        moved = np.full(schedule.n_chunks, -1)
-        moved[symmetry.chunk(ids, rank)] = np.where(first < 0, -1, symmetry.chunk(first, rank))
-        expected = moved.astype(object)
-        expected[moved < 0] = None
-        if origins(rank) != expected.tolist():
+        moved = np.full(schedule.n_chunks, np.nan)
+        moved[symmetry.chunk(held, rank)] = symmetry.chunk(first[held].astype(np.int64), rank)
+        if not np.array_equal(np.array(origins(rank), dtype=float), moved, equal_nan=True):
             return False
     return True
 
 
-def _symmetric_promises(promises: Promise, symmetry: Symmetry) -> bool:
+def _symmetric_promises(promises: Promises, symmetry: Symmetry) -> bool:
     """True if every rank r is promised rank 0's promise moved by r (checked where each mask is
     every rank or one rank, as records.py's are; any other mask: False)."""
     n = symmetry.n_ranks
-    if [rank for rank, _ in promises] != list(range(n)):
+    if list(promises.ranks) != list(range(n)):
         return False
-    distinct = {id(row): row for _, row in promises}  # ranks often share one row object
-    tables = {key: _promise_table(row, n) for key, row in distinct.items()}
-    if any(table is None for table in tables.values()):
+    tables = _promise_tables(promises, n)
+    first = next(tables)
+    if first is None:
         return False
-    chunks, origins, ranks = tables[id(promises[0][1])].T
-    for rank, row in promises[1:]:
+    chunks, origins, ranks = first.T
+    for rank, table in enumerate(tables, start=1):
         moved = np.stack([symmetry.chunk(chunks, rank), symmetry.chunk(origins, rank),
                           np.where(ranks < 0, -1, symmetry.rank(ranks, rank))], axis=1)
-        if not np.array_equal(_sorted_rows(moved), tables[id(row)]):
+        if table is None or not np.array_equal(_sorted_rows(moved), table):
             return False
     return True
 
 
-def _promise_table(row: list[tuple[int, int, int]], n: int) -> np.ndarray | None:
-    """A promised row as sorted (chunk, origin, rank) rows, rank -1 for every rank; None if a
-    mask is neither every rank nor one rank."""
-    if not row:
-        return np.empty((0, 3), np.int64)
-    chunks, origins, masks = ([entry[k] for entry in row] for k in range(3))
+def _promise_tables(promises: Promises, n: int) -> Iterator[np.ndarray | None]:
+    """Each promised row, in rank order, as sorted (chunk, origin, rank) rows, rank -1 for every
+    rank; None if a mask is neither every rank nor one rank. Rows are built one at a time; a
+    row shared with the rank before is read once, masks equal to its are classified once."""
+    row = masks = owners = table = None
+    for _, promised in promises:
+        if promised is not row:
+            row, next_masks = promised, list(map(itemgetter(2), promised))
+            if next_masks != masks:  # alltoall's rows share their ints: equal by identity, fast
+                masks, owners = next_masks, _owners(next_masks, n)
+            chunks, origins = (np.fromiter(map(itemgetter(k), row), np.int64, len(row))
+                               for k in (0, 1))
+            table = None if owners is None else _sorted_rows(
+                np.column_stack([chunks, origins, owners]))
+        yield table
+
+
+def _owners(masks: list[int], n: int) -> np.ndarray | None:
+    """Each bitmask's one rank, -1 for every rank; None if a mask is neither."""
     ones = np.fromiter(map(int.bit_count, masks), np.int64, len(masks))
     highest = np.fromiter(map(int.bit_length, masks), np.int64, len(masks)) - 1
     every = (ones == n) & (highest == n - 1)
-    if not np.all(every | (ones == 1)):
-        return None
-    return _sorted_rows(np.column_stack([chunks, origins, np.where(every, -1, highest)]))
+    return np.where(every, -1, highest) if np.all(every | (ones == 1)) else None
 
 
 def _sorted_rows(table: np.ndarray) -> np.ndarray:

@@ -10,6 +10,7 @@ import pytest
 import jaxcoll
 from jaxcoll.check import ROOTED, level_shape
 from jaxcoll.families import SCHEDULES, build_schedule, two_level
+from jaxcoll.records import RECORDS
 from jaxcoll.schedules import Round, Schedule, Transfer
 from jaxcoll.symbolic import ScheduleError, verify
 
@@ -18,10 +19,13 @@ PAIRS = [(p, a) for p, algorithms in SCHEDULES.items() for a in algorithms]
 
 def shapes(primitive: str, algorithm: str, n: int) -> list:
     """n itself, or for a hierarchical algorithm every (outer, inner) with outer * inner = n,
-    and three levels where n has three prime factors (the main job's: 2 x 2 x 2 for 8)."""
+    and three levels where n has three prime factors (the main job's: 2 x 2 x 2 for 8). A
+    level of one adds nothing (tests/test_hierarchical_levels.py): (1, n) and (n, 1) are the
+    n-rank ring, verified as "ring" here, and the slowest shapes to build: n <= 16 only."""
     if two_level(primitive, algorithm):
         three = [level_shape(n, 3)] if min(level_shape(n, 3)) > 1 else []
-        return [(outer, n // outer) for outer in range(1, n + 1) if n % outer == 0] + three
+        outers = [o for o in range(1, n + 1) if n % o == 0 and (n <= 16 or 1 < o < n)]
+        return [(outer, n // outer) for outer in outers] + three
     return [n]
 
 
@@ -41,6 +45,17 @@ def test_pipelined_schedules_verify(algorithm):
 
 def _broken(schedule, rounds):
     return replace(schedule, rounds=tuple(rounds))
+
+
+def test_promises_say_what_each_rank_must_end_with():
+    """records.py's promises, rows built as asked for: (rank, [(chunk, origin, ranks), ...])."""
+    assert list(RECORDS["alltoall"].promises(3, 6, 0)) == [  # chunk 3 + c: rank c's chunk r
+        (r, [(3 + c, r, 1 << c) for c in range(3)]) for r in range(3)]
+    assert list(RECORDS["reduce_scatter"].promises(3, 6, 0)) == [
+        (r, [(c, c, 0b111) for c in (2 * r, 2 * r + 1)]) for r in range(3)]
+    assert list(RECORDS["broadcast"].promises(3, 2, 1)) == [
+        (r, [(0, 0, 0b010), (1, 1, 0b010)]) for r in range(3)]
+    assert list(RECORDS["reduce"].promises(3, 2, 1)) == [(1, [(0, 0, 0b111), (1, 1, 0b111)])]
 
 
 def test_dropped_transfer_is_caught():
@@ -85,17 +100,19 @@ def test_a_rank_sending_twice_in_one_ppermute_is_caught(monkeypatch):
         verify(fan_out)
 
 
-# Large rank counts and, for hierarchical algorithms, a square and a flat (outer, inner) of
-# each, and three levels.
+ONE_LEVEL = [(p, a) for p, a in PAIRS if not two_level(p, a)]
+
+# --deep: large rank counts and, for hierarchical algorithms, a square and a flat (outer, inner)
+# of each, and three levels.
 LARGE = {1024: [(32, 32), (4, 256), (4, 16, 16)], 1023: [(31, 33), (3, 341), (3, 11, 31)],
          1000: [(25, 40), (4, 250), (10, 10, 10)]}
 
 
 @contextmanager
 def _no_cyclic_gc():
-    """Build and verify with Python's cycle collector off: a schedule on 1024 ranks holds
-    millions of Transfer objects, which the collector would walk again and again (about half of
-    the build time), though none is garbage until the schedule is."""
+    """Build and verify with Python's cycle collector off: a schedule written out on thousands
+    of ranks holds millions of transfers, which the collector would walk again and again,
+    though none is garbage until the schedule is."""
     enabled = gc.isenabled()
     gc.disable()
     try:
@@ -106,52 +123,53 @@ def _no_cyclic_gc():
 
 
 def _large(primitive: str, algorithm: str, shape, root: int) -> Schedule:
-    """Built without jaxcoll.schedule's cache, which would keep it (up to millions of transfers)
-    for the rest of the session."""
+    """Built without jaxcoll.schedule's cache, which would keep it for the rest of the
+    session."""
     return build_schedule.__wrapped__(primitive, algorithm, shape, root)
 
 
-def _about_n_squared_transfers(primitive: str, algorithm: str) -> bool:
-    """True for schedules of about n rounds of n transfers each (rings, pairwise alltoall):
-    on 1024 ranks, up to 4 million Transfer objects and 10 s to build."""
-    n, shape = 64, (2, 32) if two_level(primitive, algorithm) else 64
-    schedule = jaxcoll.schedule(primitive, algorithm, shape, root=n - 1)
-    return sum(map(len, schedule.rounds)) > n * n / 4
+@pytest.mark.parametrize("primitive, algorithm", ONE_LEVEL)
+def test_every_schedule_verifies_on_1024_ranks(primitive, algorithm):
+    """Every one-level schedule on 1024 ranks, rooted ones at root 1023: about 9 s in all on 2
+    busy cores. Symmetric ones are verified from rank 0 alone, in under half a second each; of
+    the others, which run every rank, the composites take longest (1-2 s: a binomial scatter
+    or gather, explicit, with a ring's 1023 rounds written out around it)."""
+    with _no_cyclic_gc():
+        verify(_large(primitive, algorithm, 1024, root=1023))
 
 
 @pytest.mark.parametrize("primitive, algorithm", PAIRS)
 def test_every_schedule_verifies_at_large_n(primitive, algorithm, request):
-    """Every schedule on 1024 ranks (rooted ones at root 1023), but the ring-like ones (about
-    n^2 transfers); with --deep every schedule, on 1000, 1023 and 1024 ranks.
+    """With --deep, every schedule on 1000 and 1023 ranks, and one-level ones on 4096 (rooted
+    ones at root n - 1); hierarchical ones in LARGE's shapes, 1024 too.
 
-    Measured on 2 busy cores: building every schedule at one n takes about 45 s, most of it in
-    the ring-like ones, verifying them 35 s; the default set takes about 20 s, and 1023 would
-    add as much again. Every n <= 64 is verified above, ring allreduce on 1024 ranks below.
+    Measured on 2 busy cores: about 6 minutes in all, most one-level ones 1-8 s and 0.2 GB.
+    Those that run every rank with every rank's data in every chunk hold 16 million 4096-bit
+    cells at 4096, 10 GB: naive reduce_scatter (35 s) and reduce_scatter_gather (90 s).
     """
-    deep = request.config.getoption("--deep")
-    if not deep and _about_n_squared_transfers(primitive, algorithm):
-        pytest.skip("about n^2 transfers: millions at n = 1024, seconds to build (--deep)")
-    for n in (1000, 1023, 1024) if deep else (1024,):
-        for shape in LARGE[n] if two_level(primitive, algorithm) else [n]:
+    if not request.config.getoption("--deep"):
+        pytest.skip("1000, 1023 and 4096 ranks, hierarchical shapes: minutes, GBs (--deep)")
+    hierarchical = two_level(primitive, algorithm)
+    for n in (1000, 1023, 1024) if hierarchical else (1000, 1023, 4096):
+        for shape in LARGE[n] if hierarchical else [n]:
             with _no_cyclic_gc():
                 verify(_large(primitive, algorithm, shape, root=n - 1))
 
 
 def test_a_broken_large_schedule_is_caught():
-    """Ring allreduce on 1024 ranks verifies; with a transfer dropped or a round repeated it
-    does not."""
-    with _no_cyclic_gc():
-        ring = _large("allreduce", "ring", 1024, root=0)
-        verify(ring)
-        first = ring.rounds[0]  # rank 0 adds its chunk 1023 into rank 1's
-        dropped = [Round(first.transfers[1:])] + list(ring.rounds[1:])
-        message = r"after round 2045, rank 0 chunk 1023 holds \[.*\]; missing \[\(0, 1023\)\], "
-        with pytest.raises(ScheduleError, match=message + r"unexpected \[\]$"):
-            verify(_broken(ring, dropped))
-        again = list(ring.rounds[:1023]) + list(ring.rounds[1022:])  # the last reduce, twice
-        message = r"round 1023: 0->1 \[1\]\+ counts contributions twice into rank 1 chunk 1: "
-        with pytest.raises(ScheduleError, match=message + r"\[\(0, 1\), \(2, 1\), "):
-            verify(_broken(ring, again))
+    """Ring allreduce on 1024 ranks with its first round dropped, every rank's transfer
+    (symmetric: verified from rank 0 alone), and on 64 ranks written out with one rank's
+    transfer dropped. A reduce counted twice on 1024 ranks: test_symmetric_verify.py."""
+    ring = _large("allreduce", "ring", 1024, root=0)
+    message = r"after round 2044, rank 0 chunk 0 holds \[.*\]; missing \[\(1, 0\)\], "
+    with pytest.raises(ScheduleError, match=message + r"unexpected \[\]$"):
+        verify(_broken(ring, ring.rounds[1:]))
+    written = jaxcoll.schedule("allreduce", "ring", 64).explicit()
+    first = written.rounds[0]  # rank 0 adds its chunk 63 into rank 1's
+    dropped = [Round(first.transfers[1:])] + list(written.rounds[1:])
+    message = r"after round 125, rank 0 chunk 63 holds \[.*\]; missing \[\(0, 63\)\], "
+    with pytest.raises(ScheduleError, match=message + r"unexpected \[\]$"):
+        verify(_broken(written, dropped))
 
 
 def test_a_reduce_of_two_chunk_ids_into_one_is_reported():
