@@ -191,12 +191,16 @@ class Schedule:
     primitive: str = ""
     root: int = 0
 
+    def __post_init__(self):  # rounds given as plain sequences of transfers become Rounds
+        if not all(isinstance(r, Round) for r in self.rounds):
+            object.__setattr__(self, "rounds", tuple(
+                r if isinstance(r, Round) else Round(r) for r in self.rounds))
+
     @classmethod
     def build(cls, name: str, n_ranks: int, *, n_chunks: int,
               rounds: Iterable[Iterable[Transfer]]) -> "Schedule":
         """Make a schedule from nested iterables of transfers, checking every index."""
-        rounds = tuple(r if isinstance(r, Round) else Round(r) for r in rounds)
-        schedule = cls(name, n_ranks, n_chunks, rounds)
+        schedule = cls(name, n_ranks, n_chunks, tuple(rounds))
         schedule.check_indices()
         return schedule
 

@@ -42,6 +42,8 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+import numpy as np
+
 from ..schedules import Round, Schedule, Symmetry, Transfer
 from .recursive import _power_below
 
@@ -92,20 +94,34 @@ def _fold(n: int, reduce: bool) -> list[list[Transfer]]:
              else Transfer(2 * i, 2 * i + 1, range(n), False) for i in pairs]]
 
 
+def _reach_of_0(p: int) -> list[np.ndarray]:
+    """reach[s][0] for s = 0 .. log2 p, by the mirror symmetry alone: rank x reaches rank 0's
+    set moved by x (x + c for even x, x - c for odd), so reach(0, s) = reach(0, s+1) and that
+    moved by its peer, with no table of every rank's."""
+    mirror = Symmetry("mirror", p, modulus=p)
+    sets = [np.array([0])]
+    for step in reversed(range(p.bit_length() - 1)):
+        later = sets[0]
+        sets.insert(0, np.union1d(later, mirror.chunk(later, peer(0, step, p))))
+    return sets
+
+
 def _exchanges(n: int, reduce: bool) -> list:
     """Swing on the p virtual ranks: the reduce-scatter (steps 0 .. L-1, each rank sends the
     blocks its peer reaches next) or the allgather (steps L-1 .. 0, each sends what it reaches)."""
     p = _power_below(n)
+    steps = range(p.bit_length() - 1)
+    if n == p > 1:  # rank 0's transfers; even ranks r move them r on, odd ones mirror (r - x)
+        mirror, reached = Symmetry("mirror", n, modulus=n), _reach_of_0(p)
+        rounds = []
+        for step in (steps if reduce else reversed(steps)):
+            partner = peer(0, step, p)
+            sent = mirror.chunk(reached[step + 1], partner) if reduce else reached[step + 1]
+            rounds.append(Round([Transfer(0, partner, sorted(sent.tolist()), reduce)], mirror))
+        return rounds
     table = reach(p)
-    steps = range(len(table) - 1)
     rounds = []
     for step in (steps if reduce else reversed(steps)):
-        if n == p:  # rank 0's transfer; even ranks r move it r on, odd ones mirror it (r - x)
-            partner = peer(0, step, p)
-            sent = table[step + 1][partner if reduce else 0]
-            rounds.append(Round([Transfer(0, partner, sorted(sent), reduce)],
-                                Symmetry("mirror", n, modulus=n)))
-            continue
         moves = []
         for v in range(p):
             partner = peer(v, step, p)
