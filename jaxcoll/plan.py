@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache, partial
+from itertools import repeat
 
 import numpy as np
 
@@ -220,8 +221,7 @@ def _rank_0(round_: Round) -> tuple[tuple[Matching, ...], list, list]:
 def _perm(symmetry: Symmetry, dst: int) -> tuple[tuple[int, int], ...]:
     """Every rank r's copy of rank 0's transfer to ``dst``, as ppermute pairs (one tuple per
     symmetry and dst, so equal rounds compare as the same object)."""
-    ranks = np.arange(symmetry.n_ranks)
-    return tuple(zip(ranks.tolist(), symmetry.rank(np.full_like(ranks, dst), ranks).tolist()))
+    return tuple(zip(*(side.tolist() for side in symmetry.partners(dst))))
 
 
 def _segment(matchings, send_ids, recv_ids, n_ranks: int, n_chunks: int,
@@ -263,9 +263,9 @@ def _symmetric_segment(matchings, send_rows, recv_rows, n_ranks: int,
     recv_contiguous = tuple(_contiguous_everywhere(rows, symmetry) for rows in recv_rows)
     one_write = ((len(matchings) > 1 or send_rows[0].shape[0] == 1)
                  and _distinct_per_rank([rows[:, None] for rows in recv_rows], np.inf))
-    return Segment(matchings,
-                   tuple(_symmetric_ids(r, c, symmetry) for r, c in zip(send_rows, send_contiguous)),
-                   tuple(_symmetric_ids(r, c, symmetry) for r, c in zip(recv_rows, recv_contiguous)),
+    send_ids = tuple(map(_symmetric_ids, send_rows, send_contiguous, repeat(symmetry)))
+    recv_ids = tuple(map(_symmetric_ids, recv_rows, recv_contiguous, repeat(symmetry)))
+    return Segment(matchings, send_ids, recv_ids,
                    (None,) * len(matchings),  # every rank receives
                    tuple(_symmetric_sender_first(m, n_ranks, symmetry) for m in matchings),
                    send_contiguous, recv_contiguous, one_write)
@@ -282,7 +282,8 @@ def _symmetric_sender_first(matching: Matching, n_ranks: int, symmetry: Symmetry
 
 
 def _symmetric_ids(rows: np.ndarray, first_only: bool, symmetry: Symmetry) -> Ids:
-    """Every rank's ids from rank 0's (n_steps, n_moved) rows: affine for a rotation, xor."""
+    """Every rank's ids from rank 0's (n_steps, n_moved) rows: affine for a rotation, xor,
+    mirror."""
     n_steps, n_moved = rows.shape
     if first_only:
         rows = rows[:, :1]

@@ -132,6 +132,11 @@ class Symmetry:
             return d
         return (-d) % self.n_ranks
 
+    def partners(self, dst: int) -> tuple[np.ndarray, np.ndarray]:
+        """(n,) every rank r and (n,) where its copy of rank 0's transfer to ``dst`` goes."""
+        ranks = np.arange(self.n_ranks)
+        return ranks, self.rank(np.full_like(ranks, dst), ranks)
+
     def at(self, t: Transfer, r: int) -> Transfer:
         """Rank 0's transfer ``t`` as rank r makes it."""
         return Transfer(self.rank(t.src, r), self.rank(t.dst, r),

@@ -256,12 +256,11 @@ def _moves(round_: Round) -> list[tuple[int, int, tuple[int, ...], bool, tuple[i
     if round_.symmetry is None:
         return [(t.src, t.dst, t.chunks, t.reduce, t.into) for t in round_.base]
     symmetry, moves = round_.symmetry, []
-    ranks = np.arange(symmetry.n_ranks)
     for t in round_.base:  # rank r: r -> rank(dst, r), chunks chunk(C, r) into chunk(I, r)
+        ranks, dsts = symmetry.partners(t.dst)
         chunks, into = (zip(*symmetry.chunk(np.array(ids)[:, None], ranks).tolist())
                         for ids in (t.chunks, t.into))  # rank r's ids, a tuple
-        moves += zip(ranks.tolist(), symmetry.rank(t.dst, ranks).tolist(), chunks,
-                     repeat(t.reduce), into)
+        moves += zip(ranks.tolist(), dsts.tolist(), chunks, repeat(t.reduce), into)
     return moves
 
 

@@ -164,9 +164,8 @@ def _arrays(transfers) -> tuple[np.ndarray, ...]:
 def _spread(shapes, symmetry) -> tuple[np.ndarray, ...]:
     """(src, dst, chunk count, reduce) arrays of rank 0's transfers, given as (dst, chunk count,
     reduce) ``shapes``, made by every rank."""
-    ranks = np.arange(symmetry.n_ranks)
-    columns = [(ranks, symmetry.rank(np.full_like(ranks, dst), ranks),
-                np.full(len(ranks), float(count)), np.full(len(ranks), reduce))
+    columns = [(*symmetry.partners(dst), np.full(symmetry.n_ranks, float(count)),
+                np.full(symmetry.n_ranks, reduce))
                for dst, count, reduce in shapes]
     return tuple(map(np.concatenate, zip(*columns)))
 
