@@ -20,6 +20,7 @@ user's cache directory and used from then on.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import hashlib
 import json
@@ -191,6 +192,23 @@ def _write(path: Path, print_: dict, entries: dict) -> None:
         partial.unlink(missing_ok=True)
 
 
+@contextlib.contextmanager
+def _file_lock(path: Path):
+    """Held by one process at a time (an advisory lock on a file beside ``path``), so that
+    writers of one cache file read, merge and write in turn; nothing where there is no
+    ``fcntl`` or the directory can't be written (the write then warns)."""
+    try:
+        import fcntl
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle = open(path.with_name(f".{path.name}.lock"), "a")
+    except (ImportError, OSError):
+        yield
+        return
+    with handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
 def _file_entries(path: Path, print_: dict) -> dict:
     """The entries of ``path``, read once per process (then kept up to date here)."""
     with _lock:
@@ -329,8 +347,12 @@ def _save(primitive: str, n: int, timings: list, print_: dict, path: Path,
                  date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"))
     if seconds is not None:
         entry["seconds"] = round(seconds, 1)
-    with _lock:
+    with _lock, _file_lock(path):
+        # Another process may have written entries since this one read the file: keep them.
         entries = _file_entries(path, print_)
+        with warnings.catch_warnings():  # a file read here before was warned of then
+            warnings.simplefilter("ignore")
+            entries.update(read(path, print_))
         entries[_key(primitive, n)] = entry
         _cached.pop(path, None)
         _write(path, print_, entries)

@@ -184,3 +184,14 @@ def test_only_contenders_are_timed_and_auto_lands_near_the_fastest(monkeypatch):
     for size in (1 << k for k in range(10, 25, 2)):
         picked, times = jaxcoll.choose(primitive, n, size, measured), truth(size)
         assert times[picked] <= 1.15 * min(times.values()), (size, picked)
+
+
+def test_two_processes_writing_one_cache_keep_both_entries(fresh_cache):
+    """A process that read the file before another wrote to it merges, not overwrites."""
+    print_, path = cache.fingerprint(), cache.cache_path()
+    cache._save("broadcast", 2, [["naive", 1024, 1e-3]], print_, path)
+    forget()  # a second process, which read the file before the first one wrote
+    cache._entries[path] = {}
+    cache._save("allreduce", 2, [["ring", 1024, 1e-3]], print_, path)
+    assert set(cache.read(path, print_)) == {"broadcast n=2", "allreduce n=2"}
+    assert set(cache._entries[path]) == {"broadcast n=2", "allreduce n=2"}
