@@ -63,7 +63,11 @@ def _ids(ids: Ids, step, me):
             return jnp.asarray(array[0])
         return lax.dynamic_index_in_dim(jnp.asarray(array), step, 0, keepdims=False)
 
-    if ids.kind == "affine":
+    if ids.kind == "affine" and not (ids.arrays[1].any() or ids.arrays[3].any()):
+        base, _, offset, _ = ids.arrays  # every rank's ids alike: a constant row per step
+        rows = offset + base % ids.modulus  # (n_steps, n_moved)
+        row = rows[0] if rows.shape[0] == 1 else at_step(rows)  # numpy: static slices
+    elif ids.kind == "affine":
         base, stride, offset, per_step = map(at_step, ids.arrays)
         row = offset + (base + per_step * step + stride * me) % ids.modulus
     elif ids.kind == "xor":
@@ -73,18 +77,28 @@ def _ids(ids: Ids, step, me):
         row = offset + (jnp.where(me % 2 == 1, -base, base) + stride * me) % ids.modulus
     elif ids.kind == "rows":  # the taking-part ranks' rows; everyone else the default
         ranks, rows, default = ids.arrays
+        if len(ranks) == 1:
+            return _first_only(ids, jnp.where(me == ranks[0], at_step(rows)[0], at_step(default)))
         hit = jnp.asarray(ranks) == me  # (n taking part,)
         mine = at_step(rows)[jnp.argmax(hit)]
         row = jnp.where(hit.any(), mine, at_step(default))
     else:
         row = _row(ids.arrays[0], step, me)
-    if ids.first_only:  # a run c, c+1, ...
-        row = row[0] + jnp.arange(ids.n_moved, dtype=row.dtype)
+    return _first_only(ids, row)
+
+
+def _first_only(ids: Ids, row):
+    """``row`` whole: where ``ids`` keep only the first of a run c, c+1, ..., the run."""
+    if ids.first_only:
+        arange = np.arange if isinstance(row, np.ndarray) else jnp.arange
+        return row[0] + arange(ids.n_moved, dtype=row.dtype)
     return row
 
 
 def _flag(mask: Ids, me):
     """This rank's entry of a per-rank mask (one step, one id) as a bool."""
+    if mask.kind == "rows" and len(mask.arrays[0]) == 1 and not mask.arrays[2].any():
+        return me == mask.arrays[0][0]  # one rank's flag
     return _ids(mask, 0, me)[0] != 0
 
 
@@ -133,12 +147,11 @@ def _senders(perm, n_ranks: int) -> np.ndarray:
 
 
 def _run_segment(segment: Segment, carry, plan: AxisPlan, combine: Combine,
-                 compress: Compress | None):
-    """Trace one segment of the lowering plan on the (n_chunks, chunk_len) buffer; ``carry``
-    is (buffer, residual): with ``compress``, each transfer carries its chunks encoded, the
+                 compress: Compress | None, me):
+    """Trace one segment of the lowering plan on rank ``me``'s (n_chunks, chunk_len) buffer;
+    ``carry`` is (buffer, residual): with ``compress``, each transfer carries its chunks encoded, the
     receiver decodes them, and where ``residual`` is not None the sender adds what encoding
     dropped from them into it."""
-    me = plan.index()
     senders = [_senders(m.perm, plan.n_ranks) for m in segment.matchings]
     perms = [matching.perm if plan.in_mesh else full_permutation(matching.perm, plan.n_ranks)
              for matching in segment.matchings]
@@ -190,7 +203,8 @@ def _run_segment(segment: Segment, carry, plan: AxisPlan, combine: Combine,
             got = [reduce(_take(buf, i, False), r, segment.lower_sender_first[j]) if m.reduce
                    else r
                    for j, (i, r, m) in enumerate(zip(ids, received, segment.matchings))]
-            return buf.at[jnp.concatenate(ids)].set(jnp.concatenate(got), mode="drop")
+            return buf.at[jnp.concatenate(ids)].set(jnp.concatenate(got), mode="drop",
+                                                   wrap_negative_indices=False)
         for j, matching in enumerate(segment.matchings):
             got = received[j]
             ids = _ids(segment.recv_ids[j], step, me)
@@ -243,8 +257,9 @@ def execute(schedule: Schedule, blocks, axis, combine: Combine, plan: AxisPlan |
     buf = jnp.pad(buf, ((0, 0), (0, padded_len - block_len)))  # (n_blocks, padded_len)
     buf = buf.reshape(schedule.n_chunks, chunk_len)  # (n_chunks, chunk_len)
     carry = (buf, jnp.zeros_like(buf) if feedback else None)
+    me = plan.index()
     for segment in lower(schedule):
-        carry = _run_segment(segment, carry, plan, combine, compress)
+        carry = _run_segment(segment, carry, plan, combine, compress, me)
     buf, residual = carry
     if compress is not None and settle:  # a decoded value re-encodes to itself
         settled = codec.roundtrip(compress, buf)

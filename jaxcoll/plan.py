@@ -235,6 +235,10 @@ def _segment(matchings, send_ids, recv_ids, n_ranks: int, n_chunks: int,
         mask = np.zeros((1, n_ranks), dtype=bool)  # (1 step, n_ranks)
         mask[0, [dst for _, dst in matching.perm]] = True
         receivers.append(None if mask.all() else mask)
+    # A rank outside a matching sends nothing and keeps its chunks: its ids are free. Where one
+    # rank sends (or receives), every rank takes its ids: one constant row, no table.
+    send_ids = tuple(map(_one_part, send_ids, ([src for src, _ in m.perm] for m in matchings)))
+    recv_ids = tuple(map(_one_part, recv_ids, ([dst for _, dst in m.perm] for m in matchings)))
     # Dynamic-update-slices make XLA copy the whole buffer where a round writes it several
     # times (one per matching), and outside loops, where XLA fuses a round's write into the
     # next round's reads. There, if no rank writes a chunk twice in a round, one scatter does
@@ -314,6 +318,14 @@ def _contiguous_everywhere(rows: np.ndarray, symmetry: Symmetry) -> bool:
     m, ranks = symmetry.modulus, np.arange(symmetry.n_ranks)
     moved = (first[:, None] % m + symmetry.stride * ranks) % m  # (n_steps, n_ranks)
     return bool(np.all(moved + length <= m))
+
+
+def _one_part(table: np.ndarray, ranks: list[int]) -> np.ndarray:
+    """(n_steps, n_ranks, n_moved) ``table`` with every rank's ids those of ``ranks[0]``
+    where that is the one rank taking part (the other ranks' ids are never used)."""
+    if len(ranks) != 1:
+        return table
+    return np.repeat(table[:, ranks[0]:ranks[0] + 1], table.shape[1], axis=1)
 
 
 def _contiguous(table: np.ndarray) -> bool:

@@ -27,8 +27,9 @@ def registered(n: int):
 
 @pytest.mark.parametrize("n", [2, 3, 5, 8, 12, 16, 17])
 def test_compact_tables_come_back_exactly(n):
-    """For every registered schedule: each round's chunk ids, per matching and rank, equal the
-    compact form's table; rings and Bruck store no (n_ranks x ...) table at all."""
+    """For every registered schedule: each round's chunk ids, per matching and rank taking
+    part, equal the compact form's table; rings and Bruck store no (n_ranks x ...) table at
+    all, nor a round where one rank sends (the naive ones: one constant row)."""
     kinds = {}
     for schedule in registered(n):
         step_of = []
@@ -39,15 +40,15 @@ def test_compact_tables_come_back_exactly(n):
         for round_, (segment, step) in zip(rounds, step_of):
             for j, group in enumerate(split_round(round_)):
                 for ids, sending in ((segment.send_ids[j], True), (segment.recv_ids[j], False)):
-                    want = _chunk_table(group, n, sending)
-                    got = ids.table(n)[step]
-                    if ids.first_only:  # only the ranks taking part read their ids
-                        ranks = [t.src if sending else t.dst for t in group]
-                        want, got = want[ranks], got[ranks]
+                    # only the ranks taking part read their ids
+                    ranks = [t.src if sending else t.dst for t in group]
+                    want = _chunk_table(group, n, sending)[ranks]
+                    got = ids.table(n)[step][ranks]
                     np.testing.assert_array_equal(got, want, err_msg=schedule.name)
                 kinds.setdefault(schedule.name, set()).add(segment.send_ids[j].kind)
     assert kinds["ring reduce_scatter + ring allgather"] == {"affine"}
     assert kinds["bruck alltoall"] <= {"affine", "xor"}
+    assert kinds["naive broadcast"] == kinds["naive gather"] == {"affine"}
 
 
 @pytest.mark.parametrize("table", [
