@@ -89,9 +89,8 @@ def _ids(ids: Ids, step, me):
 
 def _first_only(ids: Ids, row):
     """``row`` whole: where ``ids`` keep only the first of a run c, c+1, ..., the run."""
-    if ids.first_only:
-        arange = np.arange if isinstance(row, np.ndarray) else jnp.arange
-        return row[0] + arange(ids.n_moved, dtype=row.dtype)
+    if ids.first_only and ids.n_moved > 1:  # an iota, not a constant of n_moved ids
+        return row[0] + jnp.arange(ids.n_moved, dtype=row.dtype)
     return row
 
 

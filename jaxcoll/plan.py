@@ -325,7 +325,7 @@ def _one_part(table: np.ndarray, ranks: list[int]) -> np.ndarray:
     where that is the one rank taking part (the other ranks' ids are never used)."""
     if len(ranks) != 1:
         return table
-    return np.repeat(table[:, ranks[0]:ranks[0] + 1], table.shape[1], axis=1)
+    return np.broadcast_to(table[:, ranks[0]:ranks[0] + 1], table.shape)  # a view
 
 
 def _contiguous(table: np.ndarray) -> bool:
@@ -335,12 +335,8 @@ def _contiguous(table: np.ndarray) -> bool:
 
 def _distinct_per_rank(tables: list[np.ndarray], past_end: int) -> bool:
     """True if no rank writes a chunk twice in any step (ids >= ``past_end`` are dropped)."""
-    ids = np.concatenate(tables, axis=-1)  # (n_steps, n_ranks, all moved)
-    for row in ids.reshape(-1, ids.shape[-1]):
-        real = row[row < past_end]
-        if len(np.unique(real)) < len(real):
-            return False
-    return True
+    ids = np.sort(np.concatenate(tables, axis=-1), axis=-1)  # (n_steps, n_ranks, all moved)
+    return not ((ids[..., 1:] == ids[..., :-1]) & (ids[..., 1:] < past_end)).any()
 
 
 def _lower_sender_first(matching: Matching, n_ranks: int) -> np.ndarray | None:
