@@ -27,7 +27,7 @@ from itertools import repeat
 
 import numpy as np
 
-from .schedules import Round, Schedule, Symmetry, Transfer, split_round
+from .schedules import Round, Schedule, Symmetry, split_round
 
 
 @dataclass(frozen=True)
@@ -163,24 +163,12 @@ class Segment:
         return self.send_ids[0].n_steps
 
 
-def _chunk_table(transfers: list[Transfer], n_ranks: int, sending: bool) -> np.ndarray:
-    """(n_ranks, n_moved) ids of the chunks each rank sends (or receives into); ranks not
-    taking part get 0..n_moved-1 (unused)."""
-    n_moved = len(transfers[0].chunks)
-    table = np.tile(np.arange(n_moved, dtype=np.int32), (n_ranks, 1))  # (n_ranks, n_moved)
-    for t in transfers:
-        if sending:
-            table[t.src] = t.chunks
-        else:
-            table[t.dst] = t.into
-    return table
-
-
 @lru_cache(maxsize=256)
 def lower(schedule: Schedule) -> tuple[Segment, ...]:
     """The schedule as segments of identical consecutive rounds (cached per schedule)."""
-    # per segment: matchings, symmetry (None: tables of every rank), then per step the
-    # matchings' send and receive ids: (n_ranks, n_moved) tables, or rank 0's (n_moved,) rows
+    # per segment: matchings, symmetry (None: every rank as it is), then per step the
+    # matchings' send and receive ids: the (n_pairs, n_moved) rows of the ranks taking part,
+    # in the matching's order, or rank 0's (n_moved,) rows
     segments: list[tuple[tuple[Matching, ...], object, list, list]] = []
     for round_ in schedule.rounds:
         if round_.symmetry is None:
@@ -188,8 +176,8 @@ def lower(schedule: Schedule) -> tuple[Segment, ...]:
             matchings = tuple(
                 Matching(tuple((t.src, t.dst) for t in g), len(g[0].chunks), g[0].reduce)
                 for g in groups)
-            sends = [_chunk_table(g, schedule.n_ranks, sending=True) for g in groups]
-            recvs = [_chunk_table(g, schedule.n_ranks, sending=False) for g in groups]
+            sends = [np.array([t.chunks for t in g], np.int32) for g in groups]  # (len(g), moved)
+            recvs = [np.array([t.into for t in g], np.int32) for g in groups]
         else:
             matchings, sends, recvs = _rank_0(round_)
         if segments and segments[-1][:2] == (matchings, round_.symmetry):
@@ -224,39 +212,55 @@ def _perm(symmetry: Symmetry, dst: int) -> tuple[tuple[int, int], ...]:
     return tuple(zip(*(side.tolist() for side in symmetry.partners(dst))))
 
 
-def _segment(matchings, send_ids, recv_ids, n_ranks: int, n_chunks: int,
+def _segment(matchings, send_rows, recv_rows, n_ranks: int, n_chunks: int,
              symmetry: Symmetry | None = None) -> Segment:
-    """The segment of these matchings and tables, with what the executor decides from them
-    (with a ``symmetry``, the tables are rank 0's rows: (n_steps, n_moved))."""
+    """The segment of these matchings and rows of ids, with what the executor decides from them
+    (with a ``symmetry``, rank 0's rows: (n_steps, n_moved); without, the rows of the ranks
+    taking part in each matching, in its order: (n_steps, n_pairs, n_moved))."""
     if symmetry is not None:
-        return _symmetric_segment(matchings, send_ids, recv_ids, n_ranks, symmetry)
+        return _symmetric_segment(matchings, send_rows, recv_rows, n_ranks, symmetry)
     receivers = []
     for matching in matchings:
         mask = np.zeros((1, n_ranks), dtype=bool)  # (1 step, n_ranks)
         mask[0, [dst for _, dst in matching.perm]] = True
         receivers.append(None if mask.all() else mask)
-    # A rank outside a matching sends nothing and keeps its chunks: its ids are free. Where one
-    # rank sends (or receives), every rank takes its ids: one constant row, no table.
-    send_ids = tuple(map(_one_part, send_ids, ([src for src, _ in m.perm] for m in matchings)))
-    recv_ids = tuple(map(_one_part, recv_ids, ([dst for _, dst in m.perm] for m in matchings)))
     # Dynamic-update-slices make XLA copy the whole buffer where a round writes it several
     # times (one per matching), and outside loops, where XLA fuses a round's write into the
     # next round's reads. There, if no rank writes a chunk twice in a round, one scatter does
     # the round's writes; the ids of ranks outside a matching point past the end: dropped.
     # (At 4 MiB on 8 fake CPU devices: halving_doubling allreduce 29 -> 18 ms, double_tree
     # 80 -> 38 ms, bidirectional_ring 106 -> 21 ms; the ring's loop keeps its in-place DUS.)
-    dropping_ids = tuple(np.where(mask.T[None] if mask is not None else True, table, n_chunks)
-                         for table, mask in zip(recv_ids, receivers))
-    one_write = ((len(matchings) > 1 or send_ids[0].shape[0] == 1)
-                 and _distinct_per_rank(dropping_ids, n_chunks))
-    send_contiguous = tuple(map(_contiguous, send_ids))
-    recv_contiguous = tuple(map(_contiguous, recv_ids))
+    one_write = ((len(matchings) > 1 or send_rows[0].shape[0] == 1)
+                 and _writes_distinct(matchings, recv_rows))
+    send_contiguous = tuple(map(_contiguous, send_rows))
+    recv_contiguous = tuple(map(_contiguous, recv_rows))
+    senders = [[src for src, _ in m.perm] for m in matchings]
+    takers = [[dst for _, dst in m.perm] for m in matchings]
     return Segment(matchings,
-                   tuple(compact(t, c, n_chunks) for t, c in zip(send_ids, send_contiguous)),
-                   tuple(compact(t, c, n_chunks) for t, c in zip(recv_ids, recv_contiguous)),
+                   tuple(map(_explicit_ids, send_rows, senders, repeat(n_ranks),
+                             send_contiguous, repeat(n_chunks))),
+                   tuple(map(_explicit_ids, recv_rows, takers, repeat(n_ranks),
+                             recv_contiguous, repeat(n_chunks))),
                    tuple(map(_compact_mask, receivers)),
                    tuple(_compact_mask(_lower_sender_first(m, n_ranks)) for m in matchings),
                    send_contiguous, recv_contiguous, one_write)
+
+
+def _explicit_ids(rows: np.ndarray, ranks: list[int], n_ranks: int, first_only: bool,
+                  n_chunks: int) -> Ids:
+    """Compact Ids of the (n_steps, len(ranks), n_moved) ``rows`` of ``ranks``. A rank outside
+    the matching never reads its ids: where one rank takes part, every rank gets its ids (one
+    constant row per step, no table of the ranks); else the others get 0, 1, ... (unused)."""
+    n_steps, _, n_moved = rows.shape
+    if len(ranks) == 1:
+        kept = rows[:, 0, :1] if first_only else rows[:, 0]  # (n_steps, kept)
+        zeros = np.zeros_like(kept)
+        return Ids("affine", n_steps=n_steps, n_moved=n_moved, first_only=first_only,
+                   arrays=_int32(kept, zeros, zeros, zeros[:1]),
+                   modulus=max(n_chunks, int(kept.max(initial=0)) + 1))
+    table = np.tile(np.arange(n_moved, dtype=np.int32), (n_steps, n_ranks, 1))
+    table[:, ranks] = rows
+    return compact(table, first_only, n_chunks)
 
 
 def _symmetric_segment(matchings, send_rows, recv_rows, n_ranks: int,
@@ -320,23 +324,30 @@ def _contiguous_everywhere(rows: np.ndarray, symmetry: Symmetry) -> bool:
     return bool(np.all(moved + length <= m))
 
 
-def _one_part(table: np.ndarray, ranks: list[int]) -> np.ndarray:
-    """(n_steps, n_ranks, n_moved) ``table`` with every rank's ids those of ``ranks[0]``
-    where that is the one rank taking part (the other ranks' ids are never used)."""
-    if len(ranks) != 1:
-        return table
-    return np.broadcast_to(table[:, ranks[0]:ranks[0] + 1], table.shape)  # a view
-
-
 def _contiguous(table: np.ndarray) -> bool:
     """True if every row of the table is a run c, c+1, ..., so a dynamic slice can serve."""
     return bool(np.all(np.diff(table, axis=-1) == 1))
 
 
-def _distinct_per_rank(tables: list[np.ndarray], past_end: int) -> bool:
+def _distinct_per_rank(tables: list[np.ndarray], past_end: float) -> bool:
     """True if no rank writes a chunk twice in any step (ids >= ``past_end`` are dropped)."""
     ids = np.sort(np.concatenate(tables, axis=-1), axis=-1)  # (n_steps, n_ranks, all moved)
     return not ((ids[..., 1:] == ids[..., :-1]) & (ids[..., 1:] < past_end)).any()
+
+
+def _writes_distinct(matchings, recv_rows) -> bool:
+    """``_distinct_per_rank`` of an explicit segment, from the (n_steps, n_pairs, n_moved)
+    rows of each matching's receivers: every rank that receives, its ids in each matching
+    (past the end where it receives nothing in it)."""
+    takers = sorted({dst for m in matchings for _, dst in m.perm})
+    at = {rank: k for k, rank in enumerate(takers)}
+    past_end = np.iinfo(np.int32).max
+    tables = []
+    for matching, rows in zip(matchings, recv_rows):
+        table = np.full((rows.shape[0], len(takers), rows.shape[2]), past_end, np.int32)
+        table[:, [at[dst] for _, dst in matching.perm]] = rows
+        tables.append(table)
+    return _distinct_per_rank(tables, past_end)
 
 
 def _lower_sender_first(matching: Matching, n_ranks: int) -> np.ndarray | None:
