@@ -66,7 +66,7 @@ def _ids(ids: Ids, step, me):
     if ids.kind == "affine" and not (ids.arrays[1].any() or ids.arrays[3].any()):
         base, _, offset, _ = ids.arrays  # every rank's ids alike: a constant row per step
         rows = offset + base % ids.modulus  # (n_steps, n_moved)
-        row = rows[0] if rows.shape[0] == 1 else at_step(rows)  # numpy: static slices
+        row = rows[0] if rows.shape[0] == 1 else at_step(rows)  # numpy: constants
     elif ids.kind == "affine":
         base, stride, offset, per_step = map(at_step, ids.arrays)
         row = offset + (base + per_step * step + stride * me) % ids.modulus
@@ -88,7 +88,7 @@ def _ids(ids: Ids, step, me):
 
 
 def _first_only(ids: Ids, row):
-    """``row`` whole: where ``ids`` keep only the first of a run c, c+1, ..., the run."""
+    """The run c, c+1, ... where ``ids`` keep only its first id c; else ``row`` itself."""
     if ids.first_only and ids.n_moved > 1:  # an iota, not a constant of n_moved ids
         return row[0] + jnp.arange(ids.n_moved, dtype=row.dtype)
     return row
@@ -148,9 +148,9 @@ def _senders(perm, n_ranks: int) -> np.ndarray:
 def _run_segment(segment: Segment, carry, plan: AxisPlan, combine: Combine,
                  compress: Compress | None, me):
     """Trace one segment of the lowering plan on rank ``me``'s (n_chunks, chunk_len) buffer;
-    ``carry`` is (buffer, residual): with ``compress``, each transfer carries its chunks encoded, the
-    receiver decodes them, and where ``residual`` is not None the sender adds what encoding
-    dropped from them into it."""
+    ``carry`` is (buffer, residual): with ``compress``, each transfer carries its chunks
+    encoded, the receiver decodes them, and where ``residual`` is not None the sender adds what
+    encoding dropped from them into it."""
     senders = [_senders(m.perm, plan.n_ranks) for m in segment.matchings]
     perms = [matching.perm if plan.in_mesh else full_permutation(matching.perm, plan.n_ranks)
              for matching in segment.matchings]
