@@ -105,3 +105,19 @@ for n in (64, 256):
                          check=True, timeout=300).stdout.split()
     (small, small_but_pairs), (large, large_but_pairs) = np.array(out, int).reshape(2, 2)
     assert large_but_pairs <= 1.5 * small_but_pairs and large <= 64 << 10, out
+
+
+def test_a_round_of_one_sender_is_a_few_ops():
+    """Naive broadcast (one sender per round): each more round adds under 2 KB of StableHLO
+    (the ppermute, a compare, one write; it was 7-10 KB, a per-rank lookup of ids no other
+    rank reads)."""
+    import jax
+    from jax.sharding import Mesh, PartitionSpec as P
+
+    sizes = {}
+    for n in (4, 8):
+        mesh = Mesh(np.array(jax.devices()[:n]), ("i",))
+        f = jax.jit(jax.shard_map(lambda x: jaxcoll.broadcast(x, "i", algorithm="naive"),
+                                  mesh=mesh, in_specs=P("i"), out_specs=P("i")))
+        sizes[n] = len(f.lower(jax.ShapeDtypeStruct((n * 8,), jnp.float32)).as_text())
+    assert 0 < (sizes[8] - sizes[4]) / 4 < 2000, sizes
