@@ -36,15 +36,17 @@ Combine = Callable[[jnp.ndarray, jnp.ndarray], jnp.ndarray]
 
 def _take(buf, ids, contiguous: bool):
     """Chunks ``ids`` of ``buf``: (n_moved, chunk_len)."""
-    if contiguous:
-        return lax.dynamic_slice_in_dim(buf, ids[0], ids.shape[0], axis=0)
+    if contiguous:  # ids are never negative: no wrapping
+        return lax.dynamic_slice_in_dim(buf, ids[0], ids.shape[0], axis=0,
+                                        allow_negative_indices=False)
     return jnp.take(buf, ids, axis=0)
 
 
 def _put(buf, ids, values, contiguous: bool):
     """``buf`` with chunks ``ids`` replaced by ``values``."""
     if contiguous:
-        return lax.dynamic_update_slice_in_dim(buf, values, ids[0], axis=0)
+        return lax.dynamic_update_slice_in_dim(buf, values, ids[0], axis=0,
+                                               allow_negative_indices=False)
     return buf.at[ids].set(values)
 
 
@@ -77,8 +79,10 @@ def _ids(ids: Ids, step, me):
         row = offset + (jnp.where(me % 2 == 1, -base, base) + stride * me) % ids.modulus
     elif ids.kind == "rows":  # the taking-part ranks' rows; everyone else the default
         ranks, rows, default = ids.arrays
-        if len(ranks) == 1:
-            return _first_only(ids, jnp.where(me == ranks[0], at_step(rows)[0], at_step(default)))
+        if len(ranks) == 1:  # one rank's row, the default elsewhere
+            mine, others = at_step(rows)[0], at_step(default)  # (kept,) each
+            return _first_only(ids, lax.select(jnp.broadcast_to(me == ranks[0], others.shape),
+                                               mine, others))
         hit = jnp.asarray(ranks) == me  # (n taking part,)
         mine = at_step(rows)[jnp.argmax(hit)]
         row = jnp.where(hit.any(), mine, at_step(default))
