@@ -152,8 +152,8 @@ def _check_schedule(fn: str, primitive: str, schedule: Schedule) -> None:
     try:
         _verified(schedule)
     except ScheduleError as error:
-        raise ValueError(f"jaxcoll.{fn}: algorithm={schedule!r} does not do what {primitive} "
-                         f"promises: {error}") from None
+        raise ScheduleError(f"jaxcoll.{fn}: algorithm={schedule!r} does not do what "
+                            f"{primitive} promises: {error}") from None
 
 
 @functools.lru_cache(maxsize=64)

@@ -27,6 +27,7 @@ from itertools import repeat
 
 import numpy as np
 
+from . import validate
 from .schedules import Round, Schedule, Symmetry, split_round
 
 
@@ -66,7 +67,12 @@ class Ids:
     def table(self, n_ranks: int) -> np.ndarray:
         """The full (n_steps, n_ranks, n_moved) table back (numpy; the executor computes one
         rank's row of it in JAX)."""
-        rank = np.arange(n_ranks)[None, :, None]
+        return self.rows(np.arange(n_ranks))
+
+    def rows(self, ranks) -> np.ndarray:
+        """(n_steps, len(ranks), n_moved): the table's rows of ``ranks`` alone."""
+        ranks = np.asarray(ranks, dtype=np.int64)
+        rank = ranks[None, :, None]
         if self.kind == "affine":
             base, stride, offset, per_step = self.arrays
             base = base + per_step * np.arange(self.n_steps)[:, None]
@@ -77,14 +83,25 @@ class Ids:
             base, stride, offset = (a[:, None] for a in self.arrays)
             values = offset + ((1 - 2 * (rank % 2)) * base + stride * rank) % self.modulus
         elif self.kind == "rows":
-            ranks, rows, default = self.arrays
-            values = np.repeat(default[:, None], n_ranks, axis=1)
-            values[:, ranks] = rows
+            taking_part, rows, default = self.arrays
+            values = np.repeat(default[:, None], len(ranks), axis=1)
+            if len(taking_part) == 1:  # one rank's row, the default elsewhere
+                values[:, ranks == taking_part[0]] = rows
+                return self._runs(values)
+            order = np.argsort(taking_part)
+            at = np.minimum(np.searchsorted(taking_part, ranks, sorter=order),
+                            len(taking_part) - 1)  # where each rank would be among them
+            mine = taking_part[order[at]] == ranks
+            values[:, mine] = rows[:, order[at[mine]]]
         else:
-            values = self.arrays[0]
+            values = self.arrays[0][:, ranks]
+        return self._runs(values)
+
+    def _runs(self, values: np.ndarray) -> np.ndarray:
+        """``values`` with each row's run c, c+1, ... written out where only c is kept."""
         if self.first_only:
             values = values[..., :1] + np.arange(self.n_moved)
-        return values.astype(np.int32)
+        return values.astype(np.int32, copy=False)
 
 
 def compact(table: np.ndarray, first_only: bool = False, n_chunks: int = 0) -> Ids:
@@ -165,7 +182,8 @@ class Segment:
 
 @lru_cache(maxsize=256)
 def lower(schedule: Schedule) -> tuple[Segment, ...]:
-    """The schedule as segments of identical consecutive rounds (cached per schedule)."""
+    """The schedule as segments of identical consecutive rounds (cached per schedule), checked
+    against the schedule at every rank (validate.py) before it is returned."""
     # per segment: matchings, symmetry (None: every rank as it is), then per step the
     # matchings' send and receive ids: the (n_pairs, n_moved) rows of the ranks taking part,
     # in the matching's order, or rank 0's (n_moved,) rows
@@ -185,12 +203,14 @@ def lower(schedule: Schedule) -> tuple[Segment, ...]:
             segments[-1][3].append(recvs)
         else:
             segments.append((matchings, round_.symmetry, [sends], [recvs]))
-    return tuple(
+    lowered = tuple(
         _segment(matchings,
                  tuple(np.stack(per_step) for per_step in zip(*sends)),  # (n_steps, ...)
                  tuple(np.stack(per_step) for per_step in zip(*recvs)),
                  schedule.n_ranks, schedule.n_chunks, symmetry)
         for matchings, symmetry, sends, recvs in segments if matchings)
+    validate.check(schedule, lowered)  # what runs is what the schedule says, at every rank
+    return lowered
 
 
 def _rank_0(round_: Round) -> tuple[tuple[Matching, ...], list, list]:
@@ -198,18 +218,11 @@ def _rank_0(round_: Round) -> tuple[tuple[Matching, ...], list, list]:
     (n_moved,) rows of ids: the chunks it sends, and those it receives into (from the rank
     whose copy of the transfer reaches it)."""
     symmetry = round_.symmetry
-    matchings = tuple(Matching(_perm(symmetry, t.dst), len(t.chunks), t.reduce)
+    matchings = tuple(Matching(symmetry.pairs(t.dst), len(t.chunks), t.reduce)
                       for t in round_.base)
     sends = [np.array(t.chunks) for t in round_.base]
     recvs = [symmetry.chunk(np.array(t.into), symmetry.sender(t.dst)) for t in round_.base]
     return matchings, sends, recvs
-
-
-@lru_cache(maxsize=4096)
-def _perm(symmetry: Symmetry, dst: int) -> tuple[tuple[int, int], ...]:
-    """Every rank r's copy of rank 0's transfer to ``dst``, as ppermute pairs (one tuple per
-    symmetry and dst, so equal rounds compare as the same object)."""
-    return tuple(zip(*(side.tolist() for side in symmetry.partners(dst))))
 
 
 def _segment(matchings, send_rows, recv_rows, n_ranks: int, n_chunks: int,

@@ -31,9 +31,22 @@ schedule written out, which they treat alike).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Iterable
 
+from math import gcd
+
 import numpy as np
+
+from .records import RECORDS
+
+
+class ScheduleError(ValueError):
+    """A schedule that cannot run, or does not do what its primitive promises."""
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
 
 
 @dataclass(frozen=True)
@@ -51,9 +64,17 @@ class Transfer:
                  into: int | Iterable[int] | None = None):
         chunks = _ids(chunks)
         into = chunks if into is None else _ids(into)
+        where = f"Transfer({src!r}, {dst!r}, {chunks}, into={into})"
+        if not (_is_int(src) and _is_int(dst)):
+            raise ScheduleError(f"{where}: src and dst must be ranks (ints)")
         if len(into) != len(chunks):
-            raise ValueError(f"Transfer {src}->{dst}: chunks {chunks} and into {into} differ "
-                             "in length")
+            raise ScheduleError(f"{where}: chunks and into differ in length")
+        if not chunks:
+            raise ScheduleError(f"{where}: moves no chunk")
+        if src == dst:
+            raise ScheduleError(f"{where}: a rank does not send to itself")
+        if min(src, dst) < 0 or min(chunks + into) < 0:
+            raise ScheduleError(f"{where}: ranks and chunk ids must be >= 0")
         object.__setattr__(self, "src", int(src))
         object.__setattr__(self, "dst", int(dst))
         object.__setattr__(self, "chunks", chunks)
@@ -69,11 +90,14 @@ class Transfer:
 
 def _ids(chunks: int | Iterable[int]) -> tuple[int, ...]:
     """Chunk ids as a tuple of ints (a tuple of ints itself, shared: not copied)."""
-    if isinstance(chunks, (int, np.integer)):
+    if _is_int(chunks):
         return (int(chunks),)
     if type(chunks) is tuple and all(type(c) is int for c in chunks):
         return chunks
-    return tuple(int(c) for c in chunks)
+    chunks = tuple(chunks) if isinstance(chunks, Iterable) else (chunks,)
+    if not all(map(_is_int, chunks)):
+        raise ScheduleError(f"chunk ids must be ints, not {chunks}")
+    return tuple(map(int, chunks))
 
 
 @dataclass(frozen=True)
@@ -98,16 +122,31 @@ class Symmetry:
     mask: int = 0
 
     def __post_init__(self):
+        where = f"Symmetry({self.kind!r}, {self.n_ranks}, stride={self.stride}, " \
+                f"modulus={self.modulus}, mask={self.mask})"
         if self.kind not in ("rotate", "xor", "mirror"):
-            raise ValueError(f"Symmetry: kind={self.kind!r}, must be 'rotate', 'xor' or "
-                             "'mirror'")
-        if self.kind == "xor" and self.n_ranks & (self.n_ranks - 1):
-            raise ValueError(f"Symmetry: 'xor' needs a power of two ranks, not {self.n_ranks}")
+            raise ScheduleError(f"{where}: kind must be 'rotate', 'xor' or 'mirror'")
+        if not all(_is_int(v) for v in (self.n_ranks, self.stride, self.modulus, self.mask)):
+            raise ScheduleError(f"{where}: n_ranks, stride, modulus and mask must be ints")
+        if self.n_ranks < 1:
+            raise ScheduleError(f"{where}: n_ranks must be >= 1")
+        if self.kind == "xor":
+            if self.n_ranks & (self.n_ranks - 1):
+                raise ScheduleError(f"{where}: 'xor' needs a power of two ranks")
+            if self.mask < 0:
+                raise ScheduleError(f"{where}: 'xor' needs a mask >= 0")
+            return
         if self.kind == "mirror" and self.n_ranks % 2:
-            raise ValueError(f"Symmetry: 'mirror' needs an even number of ranks, not "
-                             f"{self.n_ranks}")
-        if self.kind != "xor" and self.modulus < 1:
-            raise ValueError(f"Symmetry: {self.kind!r} needs a modulus >= 1, not {self.modulus}")
+            raise ScheduleError(f"{where}: 'mirror' needs an even number of ranks")
+        if self.modulus < 1:
+            raise ScheduleError(f"{where}: {self.kind!r} needs a modulus >= 1")
+        # Rank r's chunk move is r strides; n ranks on is rank r again, so n strides must go
+        # once round the block: only then do two ranks' moves compose as the ranks do, which
+        # the executor (rank 0's ids moved by the rank) and verify's one-rank view rely on.
+        if self.stride * self.n_ranks % self.modulus:
+            raise ScheduleError(f"{where}: the stride does not close its cycle: "
+                                f"{self.n_ranks} ranks x stride {self.stride} is not a multiple "
+                                f"of the modulus {self.modulus}")
 
     def sign(self, r):
         """-1 where rank r mirrors rank 0's program ("mirror": odd r), else 1."""
@@ -137,6 +176,11 @@ class Symmetry:
         ranks = np.arange(self.n_ranks)
         return ranks, self.rank(np.full_like(ranks, dst), ranks)
 
+    def pairs(self, dst: int) -> tuple[tuple[int, int], ...]:
+        """``partners(dst)`` as (rank, partner) pairs, a ppermute's (one shared tuple per
+        symmetry and dst: equal rounds compare as the same object)."""
+        return _pairs(self, dst)
+
     def at(self, t: Transfer, r: int) -> Transfer:
         """Rank 0's transfer ``t`` as rank r makes it."""
         return Transfer(self.rank(t.src, r), self.rank(t.dst, r),
@@ -156,9 +200,14 @@ class Round:
 
     def __init__(self, transfers: Iterable[Transfer], symmetry: Symmetry | None = None):
         transfers = tuple(transfers)
+        if not all(isinstance(t, Transfer) for t in transfers):
+            raise ScheduleError("Round: every transfer must be a Transfer, not "
+                                f"{[t for t in transfers if not isinstance(t, Transfer)][:1]}")
+        if symmetry is not None and not isinstance(symmetry, Symmetry):
+            raise ScheduleError(f"Round: symmetry={symmetry!r} must be a Symmetry or None")
         if symmetry is not None and any(t.src != 0 for t in transfers):
-            raise ValueError("Round: a symmetric round is given by rank 0's transfers only, "
-                             f"not {[str(t) for t in transfers if t.src != 0]}")
+            raise ScheduleError("Round: a symmetric round is given by rank 0's transfers only, "
+                                f"not {[str(t) for t in transfers if t.src != 0]}")
         object.__setattr__(self, "base", transfers)
         object.__setattr__(self, "symmetry", symmetry)
 
@@ -176,6 +225,34 @@ class Round:
 
     def __len__(self) -> int:
         return len(self.base) * (self.symmetry.n_ranks if self.symmetry else 1)
+
+    def extent(self) -> tuple[int, int]:
+        """(largest rank, largest chunk id) any rank's transfer of the round names (computed
+        once per round, which the schedules made from it share; none is negative)."""
+        cached = self.__dict__.get("_extent")
+        if cached is None:
+            cached = (max((max(t.src, t.dst) for t in self.base), default=0),
+                      max((_largest(self.symmetry, t.chunks + t.into) for t in self.base),
+                          default=0))
+            object.__setattr__(self, "_extent", cached)
+        return cached
+
+    def out_of_range(self, n_ranks: int, n_chunks: int) -> str:
+        """What is wrong with the round's first transfer outside ``n_ranks`` ranks and
+        ``n_chunks`` chunks (at which rank, for a symmetric round), for an error."""
+        ranks = [0] if self.symmetry is None else range(self.symmetry.n_ranks)
+        for t in self.base:
+            for r in ranks:
+                at = t if self.symmetry is None else self.symmetry.at(t, r)
+                where = f"transfer {at}" + ("" if self.symmetry is None else
+                                            f" (rank 0's {t} made at rank {r})")
+                bad_rank = next((x for x in (at.src, at.dst) if not 0 <= x < n_ranks), None)
+                bad_id = next((c for c in at.chunks + at.into if not 0 <= c < n_chunks), None)
+                if bad_rank is not None:
+                    return f"{where} names rank {bad_rank}"
+                if bad_id is not None:
+                    return f"{where} names chunk {bad_id}"
+        return "in range"
 
     def __str__(self) -> str:
         return "  ".join(str(t) for t in self.transfers)
@@ -196,40 +273,53 @@ class Schedule:
     primitive: str = ""
     root: int = 0
 
-    def __post_init__(self):  # rounds given as plain sequences of transfers become Rounds
+    def __post_init__(self):
+        # rounds given as plain sequences of transfers become Rounds
         if not all(isinstance(r, Round) for r in self.rounds):
             object.__setattr__(self, "rounds", tuple(
                 r if isinstance(r, Round) else Round(r) for r in self.rounds))
+        self.check_indices()
 
     @classmethod
     def build(cls, name: str, n_ranks: int, *, n_chunks: int,
               rounds: Iterable[Iterable[Transfer]]) -> "Schedule":
-        """Make a schedule from nested iterables of transfers, checking every index."""
-        schedule = cls(name, n_ranks, n_chunks, tuple(rounds))
-        schedule.check_indices()
-        return schedule
+        """Make a schedule from nested iterables of transfers (checked as every schedule is)."""
+        return cls(name, n_ranks, n_chunks, tuple(rounds))
 
     def check_indices(self) -> None:
-        """Raise ValueError if a transfer names a rank or chunk outside the schedule (for a
-        symmetric round: if rank 0's transfers or their images at other ranks do)."""
-        if self.n_ranks < 1 or self.n_chunks < 1:
-            raise ValueError(f"{self.name}: n_ranks={self.n_ranks} and n_chunks={self.n_chunks} "
-                             "must both be >= 1")
+        """Raise ScheduleError (naming the round, transfer, rank and chunk) if a transfer names
+        a rank or chunk outside the schedule, sends to its own rank or moves no chunk, at any
+        rank (a symmetric round's at every rank it makes), if a round's symmetry is for
+        another rank count, or if the primitive, root or chunk count is not one the schedule
+        can serve. Every schedule is checked when it is made."""
+        if not (_is_int(self.n_ranks) and _is_int(self.n_chunks)
+                and self.n_ranks >= 1 and self.n_chunks >= 1):
+            raise ScheduleError(f"{self.name}: n_ranks={self.n_ranks!r} and "
+                                f"n_chunks={self.n_chunks!r} must both be ints >= 1")
+        if self.primitive:
+            record = RECORDS.get(self.primitive)
+            if record is None:
+                raise ScheduleError(f"{self.name}: unknown primitive {self.primitive!r}, must "
+                                    f"be one of {sorted(RECORDS)} (or '' for none)")
+            blocks = record.rows("schedule_blocks", self.n_ranks)
+            if self.n_chunks % blocks:
+                raise ScheduleError(f"{self.name}: {self.primitive} on {self.n_ranks} ranks "
+                                    f"runs on {blocks} blocks, which do not divide "
+                                    f"n_chunks={self.n_chunks}")
+        if not (_is_int(self.root) and 0 <= self.root < self.n_ranks):
+            raise ScheduleError(f"{self.name}: root={self.root!r} must be a rank, "
+                                f"0..{self.n_ranks - 1}")
         for index, round_ in enumerate(self.rounds):
             symmetry = round_.symmetry
             if symmetry is not None and symmetry.n_ranks != self.n_ranks:
-                raise ValueError(f"{self.name}: round {index}'s symmetry is for "
-                                 f"{symmetry.n_ranks} ranks, the schedule has {self.n_ranks}")
-            for t in round_.base:
-                bad_rank = not (0 <= t.src < self.n_ranks and 0 <= t.dst < self.n_ranks)
-                ids = t.chunks + t.into
-                largest = max(ids, default=0) if symmetry is None else _largest(symmetry, ids)
-                bad_chunk = not t.chunks or min(ids) < 0 or largest >= self.n_chunks
-                if bad_rank or bad_chunk or t.src == t.dst:
-                    raise ValueError(f"{self.name}: round {index} has an invalid transfer {t} "
-                                     f"(ranks 0..{self.n_ranks - 1}, chunks "
-                                     f"0..{self.n_chunks - 1}, src != dst"
-                                     f"{'' if symmetry is None else ', at every rank'})")
+                raise ScheduleError(f"{self.name}: round {index}'s symmetry is for "
+                                    f"{symmetry.n_ranks} ranks, the schedule has {self.n_ranks}")
+            top_rank, top_id = round_.extent()
+            if top_rank >= self.n_ranks or top_id >= self.n_chunks:
+                raise ScheduleError(f"{self.name}: round {index}: "
+                                    f"{round_.out_of_range(self.n_ranks, self.n_chunks)} "
+                                    f"(ranks 0..{self.n_ranks - 1}, chunks "
+                                    f"0..{self.n_chunks - 1})")
 
     def explicit(self) -> "Schedule":
         """The same schedule with every round's transfers written out (no symmetry)."""
@@ -237,7 +327,7 @@ class Schedule:
 
     def __add__(self, other: "Schedule") -> "Schedule":
         if (self.n_ranks, self.n_chunks) != (other.n_ranks, other.n_chunks):
-            raise ValueError(f"cannot concatenate {self.name!r} (n_ranks={self.n_ranks}, "
+            raise ScheduleError(f"cannot concatenate {self.name!r} (n_ranks={self.n_ranks}, "
                              f"n_chunks={self.n_chunks}) and {other.name!r} "
                              f"(n_ranks={other.n_ranks}, n_chunks={other.n_chunks})")
         return Schedule(f"{self.name} + {other.name}", self.n_ranks, self.n_chunks,
@@ -287,6 +377,11 @@ class Schedule:
                 f"n_rounds={self.n_rounds})")
 
 
+@lru_cache(maxsize=4096)
+def _pairs(symmetry: Symmetry, dst: int) -> tuple[tuple[int, int], ...]:
+    return tuple(zip(*(side.tolist() for side in symmetry.partners(dst))))
+
+
 def rotating(rounds: Iterable[Iterable[Transfer]], n: int, stride: int = 1) -> list[Round]:
     """Rank 0's rounds made every rank's: rank r's transfers are rank 0's moved r ranks on and
     their chunk ids ``stride·r`` on (mod ``stride·n``, within each block of as many)."""
@@ -294,12 +389,19 @@ def rotating(rounds: Iterable[Iterable[Transfer]], n: int, stride: int = 1) -> l
     return [Round(transfers, symmetry) for transfers in rounds]
 
 
-def _largest(symmetry: Symmetry, ids: tuple[int, ...]) -> int:
-    """The largest chunk id any rank moves where rank 0 moves ``ids``."""
+def _largest(symmetry: Symmetry | None, ids: tuple[int, ...]) -> int:
+    """The largest chunk id any rank moves where rank 0 moves ``ids`` (exactly)."""
+    if symmetry is None or symmetry.n_ranks == 1:
+        return max(ids)
     if symmetry.kind == "xor":  # c ^ x over every x under the mask: at most c | mask
         return max(c | (symmetry.mask & (symmetry.n_ranks - 1)) for c in ids)
+    if symmetry.kind == "mirror":  # few rounds (Swing's): every rank's ids, as they are
+        return int(symmetry.chunk(np.array(ids)[:, None], np.arange(symmetry.n_ranks)).max())
+    # rank r moves c % m by stride·r: as r goes round, by every multiple of g = gcd(stride, m)
+    # (n strides close the cycle), so the largest is the top of c's block with c's residue mod g
     m = symmetry.modulus
-    return max(c - c % m + m - 1 if symmetry.n_ranks > 1 else c for c in ids)
+    g = gcd(symmetry.stride % m, m) or m
+    return max(c - c % m + m - g + c % m % g for c in ids)
 
 
 def split_round(round_: Round) -> list[list[Transfer]]:

@@ -33,13 +33,9 @@ from typing import Callable, Iterator
 import numpy as np
 
 from .records import RECORDS, Promises, Row
-from .schedules import Round, Schedule, Symmetry, Transfer, split_round
+from .schedules import Round, Schedule, ScheduleError, Symmetry, Transfer, split_round
 
 Contributions = frozenset  # of (rank, chunk)
-
-
-class ScheduleError(ValueError):
-    """A schedule that does not do what its primitive promises."""
 
 
 class _MixedOrigins(Exception):
@@ -132,8 +128,6 @@ def _origins(schedule: Schedule) -> Callable[[int], list[int | None]]:
 
 def _promises(schedule: Schedule) -> Promises:
     """What the primitive promises, rank by rank (records.Record.promises)."""
-    if schedule.primitive not in RECORDS:
-        raise ValueError(f"{schedule.name}: unknown primitive {schedule.primitive!r}")
     return RECORDS[schedule.primitive].promises(schedule.n_ranks, schedule.n_chunks,
                                                 schedule.root)
 
@@ -352,13 +346,11 @@ def _common_symmetry(schedule: Schedule) -> Symmetry | None:
 
 
 def _permutes_chunks(symmetry: Symmetry, n_chunks: int) -> bool:
-    """True if each rank's move keeps the chunk ids 0..n_chunks-1 among themselves and the moves
-    compose as the ranks' do (rotate, mirror: the stride goes once round the modulus in n
-    steps)."""
+    """True if each rank's move keeps the chunk ids 0..n_chunks-1 among themselves (the moves
+    compose as the ranks' do: ``Symmetry`` refuses a stride that does not close its cycle)."""
     if symmetry.kind == "xor":
         return n_chunks % (1 << (symmetry.mask & (symmetry.n_ranks - 1)).bit_length()) == 0
-    m = symmetry.modulus
-    return n_chunks % m == 0 and symmetry.stride * symmetry.n_ranks % m == 0
+    return n_chunks % symmetry.modulus == 0
 
 
 def _agrees(round_: Round, mask: int) -> bool:

@@ -97,10 +97,12 @@ def test_a_symmetric_round_is_checked_at_every_rank():
         Symmetry("xor", 6)
     with pytest.raises(ValueError, match="symmetry is for 4 ranks"):
         Schedule.build("x", 8, n_chunks=8, rounds=[Round([Transfer(0, 1, 0, False)], rotate)])
-    with pytest.raises(ValueError, match="at every rank"):  # rank 1 would move chunk 4 of 0..3
+    with pytest.raises(ValueError, match="does not close its cycle"):  # 4 ranks, 4 of 8
+        Symmetry("rotate", 4, modulus=8)
+    with pytest.raises(ValueError, match=r"0->1 \[0\]= made at rank 2\) names chunk 4"):
         Schedule.build("x", 4, n_chunks=4, rounds=[
-            Round([Transfer(0, 1, 0, False)], Symmetry("rotate", 4, modulus=8))])
-    with pytest.raises(ValueError, match="at every rank"):  # chunk 1 ^ 2 = 3 of 0..2
+            Round([Transfer(0, 1, 0, False)], Symmetry("rotate", 4, stride=2, modulus=8))])
+    with pytest.raises(ValueError, match=r"made at rank 2\) names chunk 3"):  # 1 ^ 2 of 0..2
         Schedule.build("x", 4, n_chunks=3, rounds=[
             Round([Transfer(0, 1, 1, False)], Symmetry("xor", 4, mask=2))])
     round_ = Round([Transfer(0, 3, [1, 2], True, into=[2, 3])], rotate)

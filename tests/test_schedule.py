@@ -10,7 +10,7 @@ from jax import lax
 from helpers import AXIS, assert_same, per_rank
 from jaxcoll.families import build_schedule
 from jaxcoll.execute import execute, in_sequence, lower
-from jaxcoll.schedules import Round, Schedule, Transfer, split_round
+from jaxcoll.schedules import Round, Schedule, ScheduleError, Transfer, split_round
 
 
 def simulate(schedule: Schedule, buffers: np.ndarray) -> np.ndarray:
@@ -99,11 +99,21 @@ def test_concatenation_needs_matching_layouts():
         build_schedule("allreduce", "ring", 4) + build_schedule("allreduce", "naive", 4)
 
 
-@pytest.mark.parametrize("transfer", [Transfer(0, 4, 0, True), Transfer(0, 1, 9, True),
-                                      Transfer(1, 1, 0, False), Transfer(0, 1, (), False)])
-def test_bad_transfers_are_rejected(transfer):
-    with pytest.raises(ValueError, match="invalid transfer"):
-        Schedule.build("bad", 4, n_chunks=2, rounds=[[transfer]])
+@pytest.mark.parametrize("make, message", [
+    (lambda: [Transfer(0, 4, 0, True)], r"round 0: transfer 0->4 \[0\]\+ names rank 4"),
+    (lambda: [Transfer(0, 1, 9, True)], r"round 0: transfer 0->1 \[9\]\+ names chunk 9"),
+    (lambda: [Transfer(1, 1, 0, False)], "a rank does not send to itself"),
+    (lambda: [Transfer(0, 1, (), False)], "moves no chunk"),
+    (lambda: [Transfer(0, 1, -1, False)], "chunk ids must be >= 0"),
+    (lambda: [Transfer(0, 1, 0.5, False)], "chunk ids must be ints"),
+    (lambda: [(0, 1, 0, False)], "every transfer must be a Transfer"),
+])
+def test_bad_transfers_are_rejected(make, message):
+    """Every index is checked when a schedule is made, by hand or not: a ScheduleError (a
+    ValueError) that names the round, the transfer and the rank or chunk, never an
+    IndexError later."""
+    with pytest.raises(ScheduleError, match=message):
+        Schedule("bad", 4, 2, (make(),))
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 8])

@@ -1,0 +1,136 @@
+"""What runs is what was proved: the executor's plan is checked against its schedule before
+anything is traced (jaxcoll/validate.py), and a plan broken on purpose is refused with a
+ScheduleError that says so, never run."""
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from jaxcoll import validate
+from jaxcoll.families import SCHEDULES, build_schedule
+from jaxcoll.plan import Ids, lower
+from jaxcoll.schedules import Round, Schedule, ScheduleError, Symmetry, Transfer
+
+
+def registered(n: int):
+    for primitive, algorithms in SCHEDULES.items():
+        for name, entry in algorithms.items():
+            if not entry.two_level:
+                yield build_schedule(primitive, name, n)
+    if n in (4, 8):
+        for primitive in ("allreduce", "reduce_scatter", "allgather"):
+            yield build_schedule(primitive, "hierarchical", (2, n // 2))
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 5, 6, 8, 12, 16])
+def test_every_registered_plan_is_what_its_schedule_says(n):
+    """Every registered schedule's plan passes the check (lower runs it; here once more on the
+    cached plan, in case lower stopped calling it)."""
+    for schedule in registered(n):
+        validate.check(schedule, lower(schedule))
+
+
+def _symmetric_segment(schedule):
+    return next(k for k, s in enumerate(lower(schedule)) if s.receivers[0] is None
+                and len(s.matchings[0].perm) == schedule.n_ranks)
+
+
+def _broken(schedule, k, **fields):
+    """The plan of ``schedule`` with segment k's fields replaced."""
+    segments = list(lower(schedule))
+    segments[k] = replace(segments[k], **fields)
+    return segments
+
+
+def _moved(ids: Ids, **arrays) -> Ids:
+    """``ids`` with some of its arrays replaced (by position name)."""
+    names = {"affine": ("base", "stride", "offset", "per_step"), "xor": ("base",),
+             "mirror": ("base", "stride", "offset"), "rows": ("ranks", "rows", "default"),
+             "table": ("table",)}[ids.kind]
+    new = tuple(arrays.get(name, array) for name, array in zip(names, ids.arrays))
+    return Ids(ids.kind, ids.n_steps, ids.n_moved, new, ids.modulus, ids.first_only, ids.mask)
+
+
+def _refused(schedule, segments, match="disagrees with the schedule"):
+    with pytest.raises(ScheduleError, match=match):
+        validate.check(schedule, segments)
+
+
+def test_a_symmetric_round_read_another_way_is_refused():
+    """The ring's receive ids composed with a stride the symmetry does not have (the kind of
+    misreading the issue found), its send ids one chunk off, its pairs reversed."""
+    ring = build_schedule("allreduce", "ring", 6)
+    k = _symmetric_segment(ring)
+    segment = lower(ring)[k]
+    recv, send = segment.recv_ids[0], segment.send_ids[0]
+    _refused(ring, _broken(ring, k, recv_ids=(_moved(recv, stride=recv.arrays[1] + 1),)),
+             "move by stride")
+    _refused(ring, _broken(ring, k, send_ids=(_moved(send, base=(send.arrays[0] + 1) % 6),)),
+             "rank 0 sends chunks")
+    matching = segment.matchings[0]
+    backwards = replace(matching, perm=tuple((dst, src) for src, dst in matching.perm))
+    _refused(ring, _broken(ring, k, matchings=(backwards,)), "not every rank's copy")
+
+
+def test_the_group_action_the_proof_needs_is_checked_again():
+    """A Symmetry made without its constructor's checks (a stride that does not close its
+    cycle): the plan check refuses it rather than trust that it composes."""
+    bad = object.__new__(Symmetry)
+    for name, value in dict(kind="rotate", n_ranks=2, stride=1, modulus=3, mask=0).items():
+        object.__setattr__(bad, name, value)
+    round_ = object.__new__(Round)
+    object.__setattr__(round_, "base", (Transfer(0, 1, [0, 1, 2], True),))
+    object.__setattr__(round_, "symmetry", bad)
+    schedule = object.__new__(Schedule)
+    for name, value in dict(name="bad", n_ranks=2, n_chunks=3, rounds=(round_,),
+                            primitive="allreduce", root=0).items():
+        object.__setattr__(schedule, name, value)
+    with pytest.raises(ScheduleError, match="not a group action"):
+        lower(schedule)
+
+
+def test_an_explicit_round_read_another_way_is_refused():
+    """A tree's round with one pair's receiver changed, its ids shifted, its receiver mask
+    one rank short, a transfer dropped; a scatter that writes a chunk twice."""
+    tree = build_schedule("broadcast", "tree", 8)
+    k, segment = next((k, s) for k, s in enumerate(lower(tree)) if len(s.matchings[0].perm) > 1)
+    matching = segment.matchings[0]
+    (src, dst), *rest = matching.perm
+    elsewhere = next(r for r in range(8) if r not in {d for _, d in matching.perm} | {src})
+    moved = replace(matching, perm=((src, elsewhere), *rest))
+    _refused(tree, _broken(tree, k, matchings=(moved,) + segment.matchings[1:]))
+    recv = segment.recv_ids[0]
+    shifted = Ids("table", recv.n_steps, recv.n_moved, (recv.table(8) + 1,))
+    _refused(tree, _broken(tree, k, recv_ids=(shifted,) + segment.recv_ids[1:]))
+    flags = np.zeros((1, 8, 1), np.int32)
+    flags[0, [d for _, d in matching.perm][1:]] = 1
+    mask = Ids("table", 1, 1, (flags,))
+    _refused(tree, _broken(tree, k, receivers=(mask,) + segment.receivers[1:]),
+             "receiver mask")
+    _refused(tree, lower(tree)[:-1], "runs .* rounds")
+
+    double = Schedule("two writes", 3, 3, ([Transfer(0, 2, 0, True), Transfer(1, 2, 0, True)],),
+                      "reduce")
+    (only,) = lower(double)
+    assert len(only.matchings) == 2 and not only.one_write  # two reduces: one after the other
+    _refused(double, [replace(only, one_write=True)], "writes a chunk twice")
+
+
+def test_the_check_is_cheap_for_a_large_ring():
+    """At 1024 ranks the ring allreduce's plan (2046 rounds) is checked without writing out
+    its 2 million transfers: rank 0's rows and the symmetry (no (n_steps, n_ranks) table)."""
+    ring = build_schedule("allreduce", "ring", 1024)
+    segments = lower(ring)
+    original = Ids.rows
+    asked = []
+
+    def rows(self, ranks):
+        asked.append(len(ranks))
+        return original(self, ranks)
+    try:
+        Ids.rows = rows
+        validate.check(ring, segments)
+    finally:
+        Ids.rows = original
+    assert asked and max(asked) == 1, asked
