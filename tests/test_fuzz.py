@@ -229,6 +229,45 @@ def fuzz(count: int, seed: int = SEED) -> Counter:
     return outcomes
 
 
+def symmetry_mutations(fields=("n_ranks", "stride", "modulus", "mask"), steps=(-1, 1)):
+    """One symmetric round of ring, bruck, recursive doubling, swing and pat schedules at
+    n = 4, 6, 8 with one of its symmetry's ``fields`` moved by each of ``steps`` (the first and
+    the last symmetric round of each): the cases where the executor used to run wrong."""
+    algorithms = ("ring", "bruck", "recursive_doubling", "swing", "pat")
+    for primitive, entries in SCHEDULES.items():
+        for name in set(entries) & set(algorithms):
+            for n in (4, 6, 8):
+                schedule = build_schedule(primitive, name, n)
+                symmetric = [i for i, r in enumerate(schedule.rounds) if r.symmetry is not None]
+                for i in sorted({*symmetric[:1], *symmetric[-1:]}):
+                    for field in fields:
+                        for step in steps:
+                            def make(s=schedule, i=i, field=field, step=step):
+                                rounds = list(s.rounds)
+                                symmetry = rounds[i].symmetry
+                                rounds[i] = Round(rounds[i].base, replace(
+                                    symmetry, **{field: getattr(symmetry, field) + step}))
+                                return replace(s, rounds=tuple(rounds))
+                            yield f"{schedule.name} n={n} round {i} {field}{step:+d}", make
+
+
+def test_a_symmetric_round_moved_by_one_is_refused_or_runs_right(request):
+    """Every field by -1 and +1 with --deep (432 cases, 126 run); else a stride or modulus by
+    +1, where the wrong answers were (108 cases)."""
+    deep = request.config.getoption("--deep")
+    verified = {}
+    for label, make in (symmetry_mutations() if deep else
+                        symmetry_mutations(("stride", "modulus"), (1,))):
+        outcome, schedule = classify(make)
+        if outcome == "verify":
+            refused_by_the_collective(schedule)
+        elif outcome == "run":
+            verified.setdefault(schedule.n_ranks, {})[schedule] = label
+    rng = np.random.default_rng(SEED)
+    for found in verified.values():
+        run_against_lax(list(found), rng)
+
+
 def test_mutated_and_random_schedules_are_refused_or_run_right(request):
     count = 10_000 if request.config.getoption("--deep") else 300
     outcomes = fuzz(count)
