@@ -20,8 +20,8 @@ def axis_size(fn: str, axis) -> int:
     """Number of ranks along ``axis`` (a name or a tuple of names), with a clear error."""
     names = axis if isinstance(axis, tuple) else (axis,)
     if not names or any(isinstance(a, (list, tuple, set, dict)) or a is None for a in names):
-        raise TypeError(f"jaxcoll.{fn}: axis={axis!r} must be a mesh axis name or a non-empty "
-                        "tuple of names, e.g. 'dp' or ('node', 'gpu')")
+        raise TypeError(f"jaxcoll.{fn}: axis={axis!r} must be a mesh axis name or a tuple (or "
+                        "list) of names, e.g. 'dp' or ('node', 'gpu')")
     try:
         return int(lax.axis_size(axis))
     except (NameError, ValueError):  # ValueError: a name JAX reads as a position, e.g. 0
@@ -96,7 +96,8 @@ def _numeric(dtype) -> bool:
 
 def check_op_dtype(fn: str, op: str, dtype) -> None:
     dtype = np.dtype(dtype)
-    if dtype == np.bool_ and (fn, op) != ("allreduce", "sum"):  # psum sums bools as int32
+    # psum sums bools as int32; pmax and pmin of bools are bools
+    if dtype == np.bool_ and fn != "allreduce":
         raise TypeError(f"jaxcoll.{fn}: op={op!r} does not take a leaf of dtype bool; "
                         "cast it to an integer dtype first")
     if op == "mean" and not jnp.issubdtype(dtype, jnp.inexact):

@@ -15,6 +15,7 @@ from importlib import metadata
 import jax
 import numpy as np
 from jax import lax
+from jax._src.lax import lax as _lax_internal  # weak types: no public way to set one
 from jax.sharding import PartitionSpec as P
 
 
@@ -97,6 +98,15 @@ def zeros_like_struct(struct):
     zeros = jax.numpy.zeros(struct.shape, struct.dtype)
     varying = tuple(sorted(getattr(mat, "varying", ()) or ()))
     return pvary(zeros, varying) if varying and check_vma() else zeros
+
+
+def with_weak_type(x, weak: bool):
+    """``x`` typed weak (as a Python scalar's result is) or not, its values as they are."""
+    return _lax_internal._convert_element_type(x, x.dtype, weak_type=weak)
+
+
+def weak_type(x) -> bool:
+    return bool(getattr(jax.typeof(x), "weak_type", False))
 
 
 def pvary(x, names: tuple):

@@ -192,10 +192,23 @@ def _widened(primitive: str, leaves: list, accum_dtype) -> list:
 
 
 def _narrowed(values: list, leaves: list) -> list:
-    """Each value cast back to its leaf's dtype (nothing where ``accum_dtype`` was None: a weak
-    type stays weak, as through lax's collectives)."""
+    """Each value cast back to its leaf's dtype (nothing where ``accum_dtype`` was None)."""
     return [value if value.dtype == leaf.dtype else value.astype(leaf.dtype)
             for value, leaf in zip(values, leaves)]
+
+
+def _typed_as_lax(values: list, leaves: list, axis, reference: Callable) -> list:
+    """Each value weakly typed where the lax built-in's result of its leaf is (``reference``,
+    references.py's call of it): a weak leaf's result is weak through all_gather and
+    psum_scatter, never through all_to_all, and through psum, pmax and pmin as check_vma and
+    the version of JAX have it. lax's own rule says, by ``jax.eval_shape`` (nothing runs):
+    inside shard_map, where the rule depends on the context; under vmap lax keeps a weak type,
+    as jaxcoll does (eval_shape there does not see the vmapped value's weak type)."""
+    if not any(map(_compat.weak_type, leaves)) or not _compat.axis_plan(axis).in_mesh:
+        return values
+    return [_compat.with_weak_type(value, weak) if weak != _compat.weak_type(value) else value
+            for value, weak in ((value, _compat.weak_type(leaf) and jax.eval_shape(
+                reference, leaf).weak_type) for value, leaf in zip(values, leaves))]
 
 
 def _whole(leaves: list, n: int) -> list[Layout]:
@@ -335,10 +348,16 @@ def _compressed(primitive: str, compress, algorithm: str, leaves: list, op: str 
 def _sharded_dims_local(primitive: str):
     """Run the collective on each device's local shards where a leaf of ``x`` is sharded in its
     type over mesh axes outside the collective (Explicit axes that a shard_map over some axes
-    leaves global): a shard_map over those axes, the result's specs derived from the input's."""
+    leaves global): a shard_map over those axes, the result's specs derived from the input's.
+    ``axis`` takes lax's forms: a list is the tuple of its names, and the empty tuple (no axis
+    at all) returns ``x`` as it is, as every lax collective does."""
     def wrap(collective: Callable) -> Callable:
         @functools.wraps(collective)
         def public(x, axis, **kwargs):
+            axis = tuple(axis) if isinstance(axis, list) else axis
+            if axis == ():
+                array_leaves(primitive, x)  # still an array or a pytree of them
+                return x
             leaves, treedef = jax.tree_util.tree_flatten(x)
 
             def result_specs(specs):
@@ -433,11 +452,14 @@ def allreduce(x, axis, *, op: str = "sum", algorithm: str = "auto",
     compress, wide = _compressed("allreduce", compress, algorithm, leaves, op, accum_dtype)
     wide = wide if compress else _widened("allreduce", leaves, accum_dtype)
     if algorithm == "xla":
-        out = in_sequence(lambda leaf: references.allreduce(leaf, axis, op, groups), wide)
-    else:
-        run = _runner("allreduce", algorithm, n, axis, op, compress=compress, groups=groups)
-        out = _mean(_packed(wide, _whole(wide, n), run, bucket_bytes), op, n)
-    return treedef.unflatten(_narrowed(out, leaves))
+        return treedef.unflatten(_narrowed(in_sequence(
+            lambda leaf: references.allreduce(leaf, axis, op, groups), wide), leaves))
+    # pmax and pmin of bools: of 0s and 1s, as uint8 (cast back to bool by _narrowed)
+    wide = [leaf.astype(jnp.uint8) if leaf.dtype == bool else leaf for leaf in wide]
+    run = _runner("allreduce", algorithm, n, axis, op, compress=compress, groups=groups)
+    out = _mean(_packed(wide, _whole(wide, n), run, bucket_bytes), op, n)
+    return treedef.unflatten(_typed_as_lax(_narrowed(out, leaves), leaves, axis, lambda leaf:
+                                           references.allreduce(leaf, axis, op, groups)))
 
 
 def allreduce_with_feedback(x, residual, axis, *, compress, op: str = "mean",
@@ -491,6 +513,9 @@ def reduce_scatter(x, axis, *, op: str = "sum", dim: int = 0, tiled: bool = Fals
         run = _runner("reduce_scatter", algorithm, n, axis, op, compress=compress, groups=groups)
         out = _mean(_packed(wide, [Layout("scatter", n, d, tiled=tiled) for d in dims], run,
                             bucket_bytes), op, n)
+        out = _typed_as_lax(out, leaves, axis, lambda leaf: references.reduce_scatter(
+            leaf, axis, op, scatter_dim("reduce_scatter", leaf.shape, dim, tiled, n), tiled, n,
+            groups))
     return treedef.unflatten(_narrowed(out, leaves))
 
 
@@ -522,7 +547,10 @@ def allgather(x, axis, *, dim: int = 0, tiled: bool = False, algorithm: str = "a
     run = _runner("allgather", algorithm, n, axis, compress=compress, groups=groups,
                   to=to)
     out = _packed(wide, [Layout("gather", n, d, tiled=tiled) for d in dims], run, bucket_bytes)
-    return treedef.unflatten(_narrowed(out, leaves))
+    return treedef.unflatten(_typed_as_lax(_narrowed(out, leaves), leaves, axis, lambda leaf:
+                                           references.allgather(leaf, axis, gather_dim(
+                                               "allgather", leaf.shape, dim, tiled), tiled,
+                                               groups, to)))
 
 
 @_sharded_dims_local("alltoall")
@@ -547,7 +575,8 @@ def alltoall(x, axis, *, split_dim: int, concat_dim: int, tiled: bool = False,
     run = _runner("alltoall", algorithm, n, axis, groups=groups)
     out = _packed(leaves, [Layout("exchange", n, split, concat, tiled) for split, concat in dims],
                   run, bucket_bytes)
-    return treedef.unflatten(out)
+    return treedef.unflatten(_typed_as_lax(out, leaves, axis, lambda leaf: references.alltoall(
+        leaf, axis, alltoall_dims(leaf.shape, split_dim, concat_dim, tiled, n), tiled, groups)))
 
 
 @_sharded_dims_local("broadcast")

@@ -287,3 +287,55 @@ def test_an_unbound_axis_raises_lax_own_error(name):
     with pytest.raises(NameError) as ours:
         jax.jit(lambda v: getattr(coll_lax, name)(v, "nope", algorithm="ring"))(jnp.ones(3))
     assert str(ours.value).split("\n")[0] == str(theirs.value).split("\n")[0]
+
+
+def _weak_inputs(b):
+    """A Python scalar, a weak value varying over the axis and a strong one."""
+    return {"scalar": 3.0, "weak": jax_lax.axis_index(AXIS) * 1.0, "strong": b[0, 0]}
+
+
+_LAX_CALLS = {
+    "psum": lambda lax, v: lax.psum(v, AXIS), "pmean": lambda lax, v: lax.pmean(v, AXIS),
+    "pmax": lambda lax, v: lax.pmax(v, AXIS), "pmin": lambda lax, v: lax.pmin(v, AXIS),
+    "all_gather": lambda lax, v: lax.all_gather(v, AXIS),
+    "psum_scatter": lambda lax, v: lax.psum_scatter(jnp.stack([v] * N), AXIS),
+    "all_to_all": lambda lax, v: lax.all_to_all(jnp.stack([v] * N), AXIS, 0, 0),
+}
+
+
+@pytest.mark.parametrize("check_vma", [True, False])
+def test_weak_types_are_lax_own(check_vma):
+    """A weak input's result is weak exactly where lax's is (lax drops it for pmax and pmin
+    under check_vma=False and for all_to_all always), so ``psum(weak) + bf16`` has lax's
+    dtype; traced only."""
+    seen = {}
+
+    def body(b):
+        for name, value in _weak_inputs(b).items():
+            for call, fn in _LAX_CALLS.items():
+                seen[name, call] = [str(jax.typeof(fn(lax, value) + jnp.ones((), jnp.bfloat16)))
+                                    for lax in (jax_lax, coll_lax)]
+        return b
+    jax.jit(jax.shard_map(body, mesh=mesh(N), in_specs=P(AXIS), out_specs=P(AXIS),
+                          check_vma=check_vma)).lower(jnp.zeros((N, 3)))
+    differ = {case: types for case, types in seen.items() if types[0] != types[1]}
+    assert not differ, differ
+
+
+def test_lax_axis_forms_and_bools():
+    """Valid lax code jaxcoll.lax used to refuse: axis names as a list, the empty tuple (x
+    itself, from every collective), pmax and pmin of bools."""
+    x = exact_inputs(N, (3,), jnp.float32)
+
+    def body(lax):
+        def run(b):
+            b = b[0]
+            return [r[None] for r in (
+                lax.psum(b, [AXIS]), lax.pmax(b > 0, AXIS), lax.pmin(b > 0, AXIS),
+                lax.psum(b, ()), lax.all_gather(b, ()), lax.all_to_all(b[None], (), 0, 0)[0],
+                lax.psum_scatter(b, ()), lax.pmean(b, ()))]
+        return run
+    got, want = (jax.jit(jax.shard_map(body(lax), mesh=mesh(N), in_specs=P(AXIS),
+                                       out_specs=P(AXIS)))(x) for lax in (coll_lax, jax_lax))
+    for ours, theirs in zip(got, want):
+        assert_same(ours, theirs)
