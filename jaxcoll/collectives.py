@@ -565,6 +565,10 @@ def alltoall(x, axis, *, split_dim: int, concat_dim: int, tiled: bool = False,
     Cost, naive (pairwise): (n-1)α + (n-1)/n·Nβ; bruck: ceil(log2 n)α + about
     ceil(log2 n)/2·Nβ.
     """
+    if (algorithm != "xla" and _several_vmap_axes(axis) and axis_index_groups is None
+            and not isinstance(algorithm, Schedule)):
+        return _alltoall_axis_by_axis(x, axis, split_dim, concat_dim, tiled, algorithm,
+                                      bucket_bytes)
     algorithm, n, _, leaves, treedef, groups = _arguments(
         "alltoall", x, axis, algorithm, bucket_bytes, groups=axis_index_groups)
     dims = [alltoall_dims(leaf.shape, split_dim, concat_dim, tiled, n) for leaf in leaves]
@@ -577,6 +581,29 @@ def alltoall(x, axis, *, split_dim: int, concat_dim: int, tiled: bool = False,
                   run, bucket_bytes)
     return treedef.unflatten(_typed_as_lax(out, leaves, axis, lambda leaf: references.alltoall(
         leaf, axis, alltoall_dims(leaf.shape, split_dim, concat_dim, tiled, n), tiled, groups)))
+
+
+def _alltoall_axis_by_axis(x, axis: tuple, split_dim: int, concat_dim: int, tiled: bool,
+                           algorithm: str, bucket_bytes):
+    """alltoall over several vmap axes (JAX's ppermute under vmap takes one name), one axis
+    after the other: rank (r_0, ..., r_k-1) of the tuple (row-major, as lax numbers it) sends
+    block (b_0, ..., b_k-1) to rank (b_0, ...); exchanging index m over axis m, for every m,
+    leaves index m naming the sender's r_m: the blocks in the senders' order."""
+    sizes = [axis_size("alltoall", name) for name in axis]
+    n = int(np.prod(sizes))
+    _arguments("alltoall", x, axis[0], algorithm, bucket_bytes)  # the checks, on one axis
+    leaves, treedef = array_leaves("alltoall", x)
+    out = []
+    for leaf in leaves:
+        layout = Layout("exchange", n, *alltoall_dims(leaf.shape, split_dim, concat_dim, tiled,
+                                                      n), tiled)
+        rows = layout.to_rows(leaf)  # (n, block size): block b in row b
+        blocks = rows.reshape(*sizes, rows.shape[1])  # (s_0, ..., s_k-1, block size)
+        for m, name in enumerate(axis):
+            blocks = alltoall(blocks, name, split_dim=m, concat_dim=m, algorithm=algorithm,
+                              bucket_bytes=bucket_bytes)
+        out.append(layout.from_rows(blocks.reshape(rows.shape), leaf.shape))
+    return treedef.unflatten(out)
 
 
 @_sharded_dims_local("broadcast")

@@ -339,3 +339,16 @@ def test_lax_axis_forms_and_bools():
                                        out_specs=P(AXIS)))(x) for lax in (coll_lax, jax_lax))
     for ours, theirs in zip(got, want):
         assert_same(ours, theirs)
+
+
+@pytest.mark.parametrize("axes", [("i", "j"), ("j", "i")])
+def test_all_to_all_over_two_vmap_axes_is_lax_own(axes):
+    """JAX's batching tests' all_to_all over two vmap axes (the tuple in either order, split
+    and concat anywhere, tiled or not): one axis after the other, equal to lax's."""
+    for split, concat, tiled, shape in [(0, 1, False, (6, 4)), (1, 0, True, (2, 12))]:
+        x = jnp.arange(2 * 3 * 24.0).reshape(2, 3, *shape)  # (i, j, *rank's x)
+
+        def run(lax):
+            fn = lambda v: lax.all_to_all(v, axes, split, concat, tiled=tiled)  # noqa: E731
+            return jax.vmap(jax.vmap(fn, axis_name="j"), axis_name="i")(x)
+        assert_same(run(coll_lax), run(jax_lax), f"{axes} {split} {concat} {tiled}")
