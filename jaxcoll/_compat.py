@@ -158,6 +158,11 @@ class AxisPlan:
         """The ranks one schedule runs on: the axis' size, or a group's."""
         return len(self.groups[0]) if self.groups else len(self.permute_rank)
 
+    @property
+    def axis_ranks(self) -> int:
+        """The ranks of the whole axis (every group's)."""
+        return len(self.permute_rank)
+
     def pairs(self, perm) -> tuple:
         """``perm``'s (src, dst) pairs (schedule ranks), in every group, numbered as ppermute
         numbers the ranks."""

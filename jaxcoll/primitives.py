@@ -135,11 +135,12 @@ def _abstract_eval(x, *, schedule: Schedule, plan, op: str, invariant: bool, com
                    reduced: bool = False):
     record, n = RECORDS[schedule.primitive], schedule.n_ranks
     rows = record.rows("rows_out", n)
-    ranks = (n,) if plan.stacked else ()  # stacked: (n, rows, width), one buffer per rank
+    # stacked: (ranks, rows, width), one buffer per rank of the axis (of every group)
+    ranks = (plan.axis_ranks,) if plan.stacked else ()
     if layout is not None:  # one leaf, as it is
         out = x.update(shape=(*ranks, *layout.out_shape(x.shape[len(ranks):])))
     elif x.shape[:-1] != (*ranks, record.rows("rows_in", n)):
-        raise ValueError(f"jaxcoll_{record.name}: expects a ({'n, ' * plan.stacked}"
+        raise ValueError(f"jaxcoll_{record.name}: expects a ({'ranks, ' * plan.stacked}"
                          f"{record.rows_in}, width) buffer for n = {n}, got {x.shape}")
     else:
         out = x.update(shape=(*ranks, rows, x.shape[-1]))
@@ -247,8 +248,9 @@ def _batch(axis_data, vals, dims, *, schedule: Schedule, plan, op: str, invarian
         if d is None:
             x, d = jnp.broadcast_to(x, (axis_data.size, *x.shape)), 0
         stacked = dict(params, plan=replace(plan, stacked=True), invariant=False)
-        out = _bind(jnp.moveaxis(x, d, 0), **stacked)  # (n, rows_out, width)
-        if RECORDS[schedule.primitive].replicated:  # the same bits on every rank, as lax's
+        out = _bind(jnp.moveaxis(x, d, 0), **stacked)  # (ranks, rows_out, width)
+        # the same bits on every rank, as lax's: unmapped (with groups, within a group only)
+        if RECORDS[schedule.primitive].replicated and not plan.groups:
             return out[0], None
         return out, 0
     if d is None:
