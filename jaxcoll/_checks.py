@@ -42,9 +42,10 @@ def _describe(value) -> str:
     return repr(value)
 
 
-def check_groups(fn: str, groups, n: int):
-    """``axis_index_groups`` as a tuple of equal-size tuples that hold every rank of an axis
-    of ``n`` once (lax's rule), or None."""
+def check_groups(fn: str, groups, n: int, uneven: bool = False):
+    """``axis_index_groups`` as a tuple of tuples that hold every rank of an axis of ``n``
+    once, of equal size unless ``uneven`` (lax's rules: psum, pmax and pmin take groups of
+    different sizes), or None."""
     if groups is None:
         return None
     try:
@@ -52,12 +53,13 @@ def check_groups(fn: str, groups, n: int):
     except (TypeError, ValueError):
         checked = None
     flat = sorted(r for group in checked or () for r in group)
-    if not checked or len({len(g) for g in checked}) != 1 or flat != list(range(n)):
+    equal = checked and len({len(g) for g in checked}) == 1
+    if not checked or not (equal or uneven) or not all(checked) or flat != list(range(n)):
         example = ([list(range(0, n, 2)), list(range(1, n, 2))] if n % 2 == 0
                    else [list(range(n))])
-        raise ValueError(f"jaxcoll.{fn}: axis_index_groups={groups!r} must be groups of equal "
-                         f"size that hold every rank 0..{n - 1} of the axis once, e.g. "
-                         f"{example}")
+        sizes = "non-empty groups" if uneven else "groups of equal size"
+        raise ValueError(f"jaxcoll.{fn}: axis_index_groups={groups!r} must be {sizes} that "
+                         f"hold every rank 0..{n - 1} of the axis once, e.g. {example}")
     return checked
 
 

@@ -181,7 +181,8 @@ def rank_in_group(axis, groups=None):
     me = lax.axis_index(axis)
     if not groups:
         return me
-    place = np.zeros(sum(map(len, groups)), np.int32)  # rank -> its place in its group
+    # rank -> its place in its group (0 for a rank in none: groups of one size of uneven ones)
+    place = np.zeros(int(lax.axis_size(axis)), np.int32)
     for group in groups:
         place[list(group)] = np.arange(len(group))
     return jax.numpy.asarray(place)[me]

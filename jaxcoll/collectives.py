@@ -103,7 +103,8 @@ _TAKES_NONE = object()  # the op or root of a primitive that has none (None is a
 def _arguments(primitive: str, x, axis, algorithm, bucket_bytes, *, op=_TAKES_NONE,
                root=_TAKES_NONE, groups=None, fn: str | None = None):
     """The checked arguments of a public collective: (algorithm, n, root, leaves, treedef,
-    groups); ``n`` is the ranks one collective runs on (a group's, with ``groups``).
+    groups); ``n`` is the ranks one collective runs on (a group's, with ``groups``; None for
+    allreduce's groups of different sizes, which lax's psum, pmax and pmin take).
 
     ``"auto"`` stays as it is: it is resolved per packed buffer, once its size is known.
     ``groups``: lax's ``axis_index_groups``. ``fn``: the public function's name in errors
@@ -120,11 +121,15 @@ def _arguments(primitive: str, x, axis, algorithm, bucket_bytes, *, op=_TAKES_NO
     n = axis_size(fn, axis)
     if two_level(primitive, algorithm):
         check_two_level_axis(fn, algorithm, axis)
-    groups = check_groups(fn, groups, n)
+    groups = check_groups(fn, groups, n, uneven=fn == "allreduce")
     if groups and two_level(primitive, algorithm):
         raise ValueError(f"jaxcoll.{fn}: algorithm={algorithm!r} runs on the levels of a tuple "
                          "axis and takes no axis_index_groups; pass another algorithm")
-    n = len(groups[0]) if groups else n
+    n = (None if len(set(map(len, groups))) > 1 else len(groups[0])) if groups else n
+    if n is None and isinstance(algorithm, Schedule):
+        raise ValueError(f"jaxcoll.{fn}: algorithm={algorithm!r} is a schedule for one group "
+                         f"size; axis_index_groups={[list(g) for g in groups]} has groups of "
+                         "different sizes: pass an algorithm's name")
     if algorithm != "xla" and _several_vmap_axes(axis):
         raise ValueError(f"jaxcoll.{fn}: axis={axis!r} names several vmap axes, but "
                          "JAX's ppermute under vmap takes one axis name at a time; use one "
@@ -295,12 +300,33 @@ def _columns_jvp(widths, primals, tangents):
     return _columns(buf, widths), jnp.split(tangent, np.cumsum(widths)[:-1], axis=1)
 
 
-def _runner(primitive: str, algorithm: str, n: int, axis, op: str = "sum", root: int = 0,
+def _group_size(axis, groups):
+    """This rank's group's size (traced), where the groups' sizes differ."""
+    sizes = np.zeros(sum(map(len, groups)), np.int32)
+    for group in groups:
+        sizes[list(group)] = len(group)
+    return jnp.asarray(sizes)[lax.axis_index(axis)]
+
+
+def _runner(primitive: str, algorithm: str, n, axis, op: str = "sum", root: int = 0,
             compress: Compress | None = None, feedback: bool = False, groups=None,
             to: str = "varying"):
     """``run(buf)`` for ``_packed``: the schedule run as one primitive (primitives.py); ``auto``
     picks the one the cost model predicts fastest for this buffer (and, compressed, among those
-    with the smallest error bounds), at trace time."""
+    with the smallest error bounds), at trace time. Groups of different sizes (allreduce):
+    the groups of each size run their schedule together, and each rank keeps its own group's
+    result."""
+    if groups and len(set(map(len, groups))) > 1:
+        sizes = sorted(set(map(len, groups)))
+        runs = [_runner(primitive, algorithm, size, axis, op, root, compress, feedback,
+                        tuple(g for g in groups if len(g) == size), to) for size in sizes]
+        mine = _group_size(axis, groups)
+
+        def run_each(buf, *layout):
+            outs = in_sequence(lambda b, run: run(b, *layout), [buf] * len(runs), runs)
+            return functools.reduce(lambda out, pair: jnp.where(mine == pair[0], pair[1], out),
+                                    zip(sizes[1:], outs[1:]), outs[0])
+        return run_each
     ranks = tuple(axis_size(primitive, name) for name in axis) if two_level(
         primitive, algorithm) else n
     combine = "sum" if op == "mean" else op
@@ -444,9 +470,11 @@ def allreduce(x, axis, *, op: str = "sum", algorithm: str = "auto",
         return jax.tree_util.tree_map(lambda leaf: leaf / n, x) if op == "mean" else x
     algorithm, n, _, leaves, treedef, groups = _arguments(
         "allreduce", x, axis, algorithm, bucket_bytes, op=op, groups=axis_index_groups)
+    # groups of different sizes (n None): each rank's own group's size
+    size = _group_size(axis, groups) if n is None else n
     if op == "sum" and not any(isinstance(leaf, jax.core.Tracer)
                                for leaf in jax.tree_util.tree_leaves(x)):
-        return jax.tree_util.tree_map(lambda leaf: leaf * n, x)  # a constant: n x, as psum
+        return jax.tree_util.tree_map(lambda leaf: leaf * size, x)  # a constant: n x, as psum
     if op == "sum":  # as psum: bools are summed as int32
         leaves = [leaf.astype(jnp.int32) if leaf.dtype == bool else leaf for leaf in leaves]
     compress, wide = _compressed("allreduce", compress, algorithm, leaves, op, accum_dtype)
@@ -457,7 +485,7 @@ def allreduce(x, axis, *, op: str = "sum", algorithm: str = "auto",
     # pmax and pmin of bools: of 0s and 1s, as uint8 (cast back to bool by _narrowed)
     wide = [leaf.astype(jnp.uint8) if leaf.dtype == bool else leaf for leaf in wide]
     run = _runner("allreduce", algorithm, n, axis, op, compress=compress, groups=groups)
-    out = _mean(_packed(wide, _whole(wide, n), run, bucket_bytes), op, n)
+    out = _mean(_packed(wide, _whole(wide, n), run, bucket_bytes), op, size)
     return treedef.unflatten(_typed_as_lax(_narrowed(out, leaves), leaves, axis, lambda leaf:
                                            references.allreduce(leaf, axis, op, groups)))
 

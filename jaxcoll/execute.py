@@ -156,9 +156,10 @@ def _run_segment(segment: Segment, carry, plan: AxisPlan, combine: Combine,
     encoded, the receiver decodes them, and where ``residual`` is not None the sender adds what
     encoding dropped from them into it."""
     senders = [_senders(m.perm, plan.n_ranks) for m in segment.matchings]
-    perms = [matching.perm if plan.in_mesh else full_permutation(matching.perm, plan.n_ranks)
-             for matching in segment.matchings]
-    perms = [plan.pairs(perm) for perm in perms]  # numbered as ppermute does (the mesh's order)
+    # numbered as ppermute does (the mesh's order); vmap's ppermute needs every rank's pair
+    perms = [plan.pairs(matching.perm) for matching in segment.matchings]
+    if not plan.in_mesh:
+        perms = [full_permutation(perm, plan.axis_ranks) for perm in perms]
 
     def reduce(old, got, sender_first):
         out = combine(old, got)

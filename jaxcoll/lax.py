@@ -62,7 +62,12 @@ def pmin(x, axis_name, *, axis_index_groups=None, algorithm: str = "auto"):
 def pmean(x, axis_name, *, axis_index_groups=None, algorithm: str = "auto"):
     """``lax.pmean``: ``psum / n`` (integers give floats, as lax's do)."""
     total = psum(x, axis_name, axis_index_groups=axis_index_groups, algorithm=algorithm)
-    n = len(axis_index_groups[0]) if axis_index_groups else _lax.axis_size(axis_name)
+    if not axis_index_groups:
+        n = _lax.axis_size(axis_name)
+    elif len(set(map(len, axis_index_groups))) > 1:  # this rank's group's size (lax: the first's)
+        n = _c._group_size(axis_name, tuple(map(tuple, axis_index_groups)))
+    else:
+        n = len(axis_index_groups[0])
     return jax.tree_util.tree_map(lambda leaf: leaf / n, total)
 
 

@@ -374,3 +374,33 @@ def test_all_to_all_over_two_vmap_axes_is_lax_own(axes):
             fn = lambda v: lax.all_to_all(v, axes, split, concat, tiled=tiled)  # noqa: E731
             return jax.vmap(jax.vmap(fn, axis_name="j"), axis_name="i")(x)
         assert_same(run(coll_lax), run(jax_lax), f"{axes} {split} {concat} {tiled}")
+
+
+def test_uneven_axis_index_groups_of_psum_pmax_pmin():
+    """Groups of different sizes, as lax's psum, pmax and pmin take them (JAX's pmap test
+    testPsumUnevenReplicaGroups): each size's groups run their schedule, every rank keeps its
+    own group's; equal to lax's under shard_map and under vmap. pmean divides by the rank's
+    own group's size, where lax divides by the first group's (docs/sharp_bits.md); the other
+    collectives take equal groups only, as lax's."""
+    groups = [[0, 1], [2, 3, 4, 5, 6, 7]]
+    x = exact_inputs(N, (3,), jnp.float32)
+
+    def body(lax, algorithm=None):
+        extra = {} if algorithm is None else {"algorithm": algorithm}
+
+        def run(b):
+            return [b - lax.psum(b, AXIS, axis_index_groups=groups, **extra),
+                    lax.pmax(b, AXIS, axis_index_groups=groups, **extra),
+                    lax.pmin(b, AXIS, axis_index_groups=groups, **extra)]
+        return run
+    want = _per_rank(body(jax_lax))(x)
+    for algorithm in ("ring", "recursive_doubling"):
+        for ours in (_per_rank(body(coll_lax, algorithm))(x),
+                     jax.vmap(body(coll_lax, algorithm), axis_name=AXIS)(x)):
+            for got, theirs in zip(ours, want):
+                assert_same(got, theirs, algorithm)
+    mean = _per_rank(lambda b: coll_lax.pmean(b, AXIS, axis_index_groups=groups))(x)
+    np.testing.assert_allclose(mean[:2], np.broadcast_to(x[:2].mean(0), (2, 3)), rtol=1e-6)
+    np.testing.assert_allclose(mean[2:], np.broadcast_to(x[2:].mean(0), (6, 3)), rtol=1e-6)
+    with pytest.raises(ValueError, match="must be groups of equal size"):
+        _per_rank(lambda b: coll_lax.all_gather(b, AXIS, axis_index_groups=groups))(x)
