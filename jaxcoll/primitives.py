@@ -65,6 +65,13 @@ def collective(schedule: Schedule, buf, axis, op: str = "sum", compress: Compres
     plan = _compat.axis_plan(axis, groups)
     record, aval = RECORDS[schedule.primitive], jax.typeof(buf)
     partials = bool(_compat.unreduced_only(aval) & set(plan.axes))
+    if partials and not set(plan.axes) <= _compat.unreduced_only(aval):
+        unreduced = sorted(_compat.unreduced_only(aval) & set(plan.axes))
+        others = sorted(set(plan.axes) - _compat.unreduced_only(aval))
+        raise ValueError(f"jaxcoll.{schedule.primitive}: x is typed unreduced over {unreduced} "
+                         f"but not over {others} of axis={axis!r}; as lax's, one collective "
+                         "takes an axis in one state: sum the unreduced axes and the others in "
+                         "two calls")
     sums = record.reduces and not record.rooted and op == "sum" and compress is None
     stuck = (_compat.unreduced_axes(aval) & set(plan.axes)) if not (partials and sums) else ()
     if stuck or (partials and (groups or feedback or layout is None and not sums)):

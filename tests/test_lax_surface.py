@@ -404,3 +404,22 @@ def test_uneven_axis_index_groups_of_psum_pmax_pmin():
     np.testing.assert_allclose(mean[2:], np.broadcast_to(x[2:].mean(0), (6, 3)), rtol=1e-6)
     with pytest.raises(ValueError, match="must be groups of equal size"):
         _per_rank(lambda b: coll_lax.all_gather(b, AXIS, axis_index_groups=groups))(x)
+
+
+@pytest.mark.parametrize("lax", [jax_lax, coll_lax], ids=["jax.lax", "jaxcoll.lax"])
+def test_an_axis_in_two_states_is_refused_as_lax_refuses_it(lax):
+    """psum over ("j", "i") of x unreduced over i and varying over j: lax refuses it; jaxcoll
+    did run it forward, and its gradient failed on a cotangent type."""
+    from jax.sharding import AxisType
+    grid = jax.make_mesh((2, 2), ("i", "j"), axis_types=(AxisType.Explicit,) * 2,
+                         devices=jax.devices()[:4])
+    with jax.set_mesh(grid):
+        left = jax.device_put(np.ones((2, 4), np.float32), P("j", "i"))
+        right = jax.device_put(np.ones((4, 6), np.float32), P("i", None))
+
+        def f(x, y):
+            z = jnp.einsum("ab,bc->ac", x, y, out_sharding=P("j", unreduced={"i"}))
+            return jax.shard_map(lambda v: lax.psum(v, ("j", "i")),
+                                 in_specs=P("j", unreduced={"i"}), out_specs=P())(z).sum()
+        with pytest.raises(ValueError, match="unreduced"):
+            jax.jit(f).lower(left, right)
