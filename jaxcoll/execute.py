@@ -161,6 +161,11 @@ def _run_segment(segment: Segment, carry, plan: AxisPlan, combine: Combine,
     if not plan.in_mesh:
         perms = [full_permutation(perm, plan.axis_ranks) for perm in perms]
 
+    def permute(out, perm):  # a matching of local transfers alone moves nothing between ranks
+        if all(src == dst for src, dst in perm):
+            return out
+        return lax.ppermute(out, plan.permute_axes, perm=perm)
+
     def reduce(old, got, sender_first):
         out = combine(old, got)
         if sender_first is None or not jnp.issubdtype(out.dtype, jnp.inexact):
@@ -179,13 +184,11 @@ def _run_segment(segment: Segment, carry, plan: AxisPlan, combine: Combine,
         outgoing = [_take(buf, ids, contiguous)
                     for ids, contiguous in zip(send_ids, segment.send_contiguous)]
         if compress is None:
-            received = in_sequence(
-                lambda out, perm: lax.ppermute(out, plan.permute_axes, perm=perm),
-                outgoing, perms)  # each (n_moved, chunk_len)
+            received = in_sequence(permute, outgoing, perms)  # each (n_moved, chunk_len)
             return write_round(step, buf, received), residual
         wires = [codec.encode(compress, out) for out in outgoing]
-        received = [codec.decode(compress, got, buf.shape[1]) for got in in_sequence(
-            lambda wire, perm: lax.ppermute(wire, plan.permute_axes, perm=perm), wires, perms)]
+        received = [codec.decode(compress, got, buf.shape[1])
+                    for got in in_sequence(permute, wires, perms)]
         # A sender keeps what it sent (the decoded value): every rank then holds the same
         # bits of a chunk, and what encoding dropped is counted once, at its sender.
         kept, dropped_from = buf, residual
@@ -260,11 +263,13 @@ def execute(schedule: Schedule, blocks, axis, combine: Combine, plan: AxisPlan |
     padded_len = chunks_per_block * chunk_len
     buf = jnp.pad(buf, ((0, 0), (0, padded_len - block_len)))  # (n_blocks, padded_len)
     buf = buf.reshape(schedule.n_chunks, chunk_len)  # (n_chunks, chunk_len)
+    buf = _placed(buf, schedule.input_at, schedule.buffer_chunks)  # (buffer_chunks, chunk_len)
     carry = (buf, jnp.zeros_like(buf) if feedback else None)
     me = plan.index()
     for segment in lower(schedule):
         carry = _run_segment(segment, carry, plan, combine, compress, me)
-    buf, residual = carry
+    buf, residual = (None if part is None else part[schedule.output_at:][:schedule.n_chunks]
+                     for part in carry)  # the result's (n_chunks, chunk_len)
     if compress is not None and settle:  # a decoded value re-encodes to itself
         settled = codec.roundtrip(compress, buf)
         residual = None if residual is None else residual + (buf - settled)
@@ -275,6 +280,15 @@ def execute(schedule: Schedule, blocks, axis, combine: Combine, plan: AxisPlan |
     out = unpad(buf)
     out = out if bits is None else lax.bitcast_convert_type(out, blocks.dtype)
     return (out, unpad(residual)) if feedback else out
+
+
+def _placed(buf, at: int, buffer_chunks: int):
+    """The (n_chunks, chunk_len) input at chunk ``at`` of a rank's whole buffer (its scratch
+    chunks, and an out-of-place schedule's output chunks, start as zeros)."""
+    if buf.shape[0] == buffer_chunks:
+        return buf
+    whole = jnp.zeros((buffer_chunks, buf.shape[1]), buf.dtype)
+    return lax.dynamic_update_slice_in_dim(whole, buf, at, axis=0)
 
 
 @lru_cache(maxsize=256)

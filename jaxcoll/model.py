@@ -1,7 +1,8 @@
 """The α-β-γ cost model, read off a schedule: α per message, β per byte sent, γ per byte
 reduced; its calibration on the devices at hand, the lower bounds, and auto's choice.
 
-Each ppermute the executor makes (one per matching of a round, see execute.py) costs
+Each ppermute the executor makes (one per matching of a round, see execute.py; a matching of
+local transfers alone is none, and costs only its reduce's γ) costs
 α + k·c·β (+ k·c·γ if it reduces), where c is the chunk size and k the most chunks any one
 transfer of it moves. A schedule's predicted time is the sum over its ppermutes (:func:`cost`).
 
@@ -63,15 +64,19 @@ def cost(schedule: Schedule, nbytes: float, *, alpha: float, beta: float,
         # of its transfers gives the same matchings)
         symmetric = round_.symmetry is not None
         for matching in ([[t] for t in round_.base] if symmetric else split_round(round_)):
+            # a local transfer (src == dst) crosses no link: no α or β, only its reduce's γ
+            remote = [t for t in matching if t.src != t.dst]
             most = max(len(t.chunks) for t in matching) * chunk
-            seconds += alpha + most * beta + (most * gamma if matching[0].reduce else 0.0)
-            messages += 1
+            moved = max((len(t.chunks) for t in remote), default=0) * chunk
+            seconds += (alpha if remote else 0.0) + moved * beta + (
+                most * gamma if matching[0].reduce else 0.0)
+            messages += bool(remote)
             if symmetric:
-                every_sent += most
+                every_sent += moved
                 every_reduced += most if matching[0].reduce else 0.0
                 continue
             for t in matching:
-                sent[t.src] += len(t.chunks) * chunk
+                sent[t.src] += len(t.chunks) * chunk if t.src != t.dst else 0.0
                 if t.reduce:
                     reduced[t.dst] += len(t.chunks) * chunk
     return Cost(seconds, messages, every_sent + max(sent.values(), default=0.0),

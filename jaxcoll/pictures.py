@@ -47,11 +47,26 @@ def _rank_colours(n: int) -> list[str]:
     return [palette[i % len(palette)] for i in range(n)]
 
 
+def chunk_labels(schedule: Schedule) -> list[str]:
+    """Each of a rank's chunks as the pictures name it: the primitive's chunks by number, an
+    out-of-place schedule's input chunks "in0", "in1", ..., other scratch chunks "s0", ..."""
+    n, at = schedule.n_chunks, max(schedule.input_at, schedule.output_at)  # the other run
+    other = "in" if schedule.input_at else "out"
+    labels, scratch = [str(c) for c in range(n)], 0
+    for c in range(n, schedule.buffer_chunks):
+        if not schedule.in_place and at <= c < at + n:
+            labels.append(f"{other}{c - at}")
+        else:
+            labels.append(f"s{scratch}")
+            scratch += 1
+    return labels
+
+
 def _panel(ax, schedule: Schedule, state, round_index: int | None, colours) -> None:
     """One panel: the state after round ``round_index`` (None: before the first round)."""
     from matplotlib.patches import FancyArrowPatch, Rectangle
 
-    n, chunks = schedule.n_ranks, schedule.n_chunks
+    n, chunks = schedule.n_ranks, schedule.buffer_chunks
     for rank in range(n):
         for chunk in range(chunks):
             held = sorted(state[rank][chunk] or ())
@@ -72,7 +87,7 @@ def _panel(ax, schedule: Schedule, state, round_index: int | None, colours) -> N
                     clip_on=False))  # a long arc (e.g. the ring's wrap-around) may bulge out
     ax.set_xlim(-0.1, chunks)
     ax.set_ylim(-0.1, n)
-    ax.set_xticks([c + 0.46 for c in range(chunks)], [str(c) for c in range(chunks)], fontsize=7)
+    ax.set_xticks([c + 0.46 for c in range(chunks)], chunk_labels(schedule), fontsize=7)
     ax.set_yticks([n - 1 - r + 0.46 for r in range(n)], [f"rank {r}" for r in range(n)],
                   fontsize=7)
     ax.tick_params(length=0)
@@ -108,7 +123,7 @@ def _figure(schedule: Schedule, panels: list[int | None], history):
     colours = _rank_colours(schedule.n_ranks)
     columns = min(len(panels), 4)
     rows = math.ceil(len(panels) / columns)
-    size = 0.45 * max(schedule.n_chunks, 3) + 1.2, 0.45 * schedule.n_ranks + 0.9
+    size = 0.45 * max(schedule.buffer_chunks, 3) + 1.2, 0.45 * schedule.n_ranks + 0.9
     fig = Figure(figsize=(size[0] * columns, size[1] * rows + 1.0))
     axes = fig.subplots(rows, columns, squeeze=False)
     for ax, index in zip(axes.flat, panels):
@@ -255,8 +270,9 @@ def _page_data(schedule: Schedule, nbytes: float, calibration_, topology) -> dic
     rooted = schedule.primitive in RECORDS and RECORDS[schedule.primitive].rooted
     return {"name": schedule.name, "primitive": schedule.primitive,
             "root": schedule.root if rooted else None,
-            "n_ranks": schedule.n_ranks, "n_chunks": schedule.n_chunks,
-            "cell": int(np.clip(480 // max(schedule.n_ranks, schedule.n_chunks), 10, 40)),
+            "n_ranks": schedule.n_ranks, "n_chunks": schedule.buffer_chunks,
+            "labels": chunk_labels(schedule),
+            "cell": int(np.clip(480 // max(schedule.n_ranks, schedule.buffer_chunks), 10, 40)),
             "colours": _rank_colours(schedule.n_ranks), "empty": EMPTY,
             "verdict": verdict, "verdict_text": verdict_text,
             "nbytes_text": size_label(nbytes), "model": model,
@@ -335,7 +351,7 @@ function centre(rank, chunk) { return [LEFT + chunk * S + S / 2 - 1, TOP + rank 
 function labels() {
   const out = [];
   for (let c = 0; c < data.n_chunks; c++)
-    out.push(`<text x="${LEFT + c * S + S / 2}" y="${TOP - 8}" text-anchor="middle">${c}</text>`);
+    out.push(`<text x="${LEFT + c * S + S / 2}" y="${TOP - 8}" text-anchor="middle">${data.labels[c]}</text>`);
   for (let r = 0; r < data.n_ranks; r++)
     out.push(`<text x="${LEFT - 8}" y="${TOP + r * S + S / 2 + 4}" text-anchor="end">`
              + `${r === data.root ? "root " : ""}rank ${r}</text>`);

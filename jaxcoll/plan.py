@@ -207,7 +207,7 @@ def lower(schedule: Schedule) -> tuple[Segment, ...]:
         _segment(matchings,
                  tuple(np.stack(per_step) for per_step in zip(*sends)),  # (n_steps, ...)
                  tuple(np.stack(per_step) for per_step in zip(*recvs)),
-                 schedule.n_ranks, schedule.n_chunks, symmetry)
+                 schedule.n_ranks, schedule.buffer_chunks, symmetry)
         for matchings, symmetry, sends, recvs in segments if matchings)
     validate.check(schedule, lowered)  # what runs is what the schedule says, at every rank
     return lowered

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import cycle, islice, repeat
+from itertools import cycle, islice
 from typing import Callable
 
 Row = list[tuple[int, int, int]]  # [(chunk, origin, ranks), ...]: what one rank must end with
@@ -149,9 +149,12 @@ class _AllToAll(Record):
         return list(islice(cycle(range(half)), n_chunks))  # c % half
 
     def promises(self, n: int, n_chunks: int, root: int) -> Promises:
-        half = n_chunks // 2  # rank r's chunk half + c: rank c's chunk r
-        owners = [1 << c for c in range(half)]  # one int per rank c, shared by every row
-        return Promises(range(n), lambda r: list(zip(range(half, 2 * half), repeat(r), owners)))
+        # k chunks per block: rank r's chunk half + c·k + j holds rank c's chunk r·k + j
+        half = n_chunks // 2
+        k = half // n
+        owners = [1 << c for c in range(n) for _ in range(k)]  # shared by every row
+        return Promises(range(n), lambda r: list(zip(
+            range(half, 2 * half), [r * k + j for _ in range(n) for j in range(k)], owners)))
 
     def enter(self, buf, me, n: int):
         import jax.numpy as jnp

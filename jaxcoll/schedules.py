@@ -5,7 +5,14 @@ list of rounds; a round is a set of transfers that happen at the same time (ever
 round reads the buffers as they were before the round); a transfer moves some chunks from one
 rank to another and either copies them over the receiver's chunks or reduces into them. The
 receiver's chunks are the same ids unless the transfer says ``into`` which (AllToAll moves a
-rank's chunk j into its destination's chunk i).
+rank's chunk j into its destination's chunk i). A transfer from a rank to itself is a *local*
+copy or reduce (no link: MSCCL's ``cpy`` and ``re``), of chunks into other chunks.
+
+After the primitive's chunks a rank may hold ``n_scratch`` scratch chunks (ids ``n_chunks``
+on), which start with no data and are promised nothing. The input starts at chunk
+``input_at`` and the result must end at ``output_at`` (each a run of ``n_chunks``): both 0 is
+in place; an *out-of-place* schedule (MSCCL's separate input and output buffers) keeps its
+input in scratch, and its output chunks start with no data.
 
 The ring reduce-scatter is then almost the seed's pseudocode::
 
@@ -71,8 +78,9 @@ class Transfer:
             raise ScheduleError(f"{where}: chunks and into differ in length")
         if not chunks:
             raise ScheduleError(f"{where}: moves no chunk")
-        if src == dst:
-            raise ScheduleError(f"{where}: a rank does not send to itself")
+        if src == dst and any(c == i for c, i in zip(chunks, into)):
+            raise ScheduleError(f"{where}: a local transfer (src == dst) moves a chunk onto "
+                                "itself")
         if min(src, dst) < 0 or min(chunks + into) < 0:
             raise ScheduleError(f"{where}: ranks and chunk ids must be >= 0")
         object.__setattr__(self, "src", int(src))
@@ -260,7 +268,9 @@ class Round:
 
 @dataclass(frozen=True)
 class Schedule:
-    """An algorithm on ``n_ranks`` ranks whose buffers hold ``n_chunks`` chunks each.
+    """An algorithm on ``n_ranks`` ranks whose buffers hold ``n_chunks`` chunks each (and
+    ``n_scratch`` scratch chunks after them; the input at ``input_at``, the result at
+    ``output_at``: the module docstring).
 
     ``primitive`` and ``root`` say what it promises (see :func:`jaxcoll.verify`); schedules
     from :func:`jaxcoll.schedule` carry them, building blocks and hand-made ones may not.
@@ -272,6 +282,19 @@ class Schedule:
     rounds: tuple[Round, ...]
     primitive: str = ""
     root: int = 0
+    n_scratch: int = 0
+    input_at: int = 0
+    output_at: int = 0
+
+    @property
+    def buffer_chunks(self) -> int:
+        """Every chunk a rank holds: the primitive's and the scratch chunks."""
+        return self.n_chunks + self.n_scratch
+
+    @property
+    def in_place(self) -> bool:
+        """True if the input starts where the result ends, in the primitive's chunks."""
+        return self.input_at == self.output_at == 0
 
     def __post_init__(self):
         # rounds given as plain sequences of transfers become Rounds
@@ -309,29 +332,38 @@ class Schedule:
         if not (_is_int(self.root) and 0 <= self.root < self.n_ranks):
             raise ScheduleError(f"{self.name}: root={self.root!r} must be a rank, "
                                 f"0..{self.n_ranks - 1}")
+        if not (_is_int(self.n_scratch) and self.n_scratch >= 0):
+            raise ScheduleError(f"{self.name}: n_scratch={self.n_scratch!r} must be an int >= 0")
+        for arg in ("input_at", "output_at"):
+            at = getattr(self, arg)
+            if not (_is_int(at) and 0 <= at <= self.n_scratch and (at == 0 or at >= self.n_chunks)):
+                raise ScheduleError(f"{self.name}: {arg}={at!r} must be 0 (the primitive's "
+                                    f"chunks) or a run of {self.n_chunks} scratch chunks, "
+                                    f"{self.n_chunks}..{self.n_scratch}")
         for index, round_ in enumerate(self.rounds):
             symmetry = round_.symmetry
             if symmetry is not None and symmetry.n_ranks != self.n_ranks:
                 raise ScheduleError(f"{self.name}: round {index}'s symmetry is for "
                                     f"{symmetry.n_ranks} ranks, the schedule has {self.n_ranks}")
             top_rank, top_id = round_.extent()
-            if top_rank >= self.n_ranks or top_id >= self.n_chunks:
+            if top_rank >= self.n_ranks or top_id >= self.buffer_chunks:
                 raise ScheduleError(f"{self.name}: round {index}: "
-                                    f"{round_.out_of_range(self.n_ranks, self.n_chunks)} "
+                                    f"{round_.out_of_range(self.n_ranks, self.buffer_chunks)} "
                                     f"(ranks 0..{self.n_ranks - 1}, chunks "
-                                    f"0..{self.n_chunks - 1})")
+                                    f"0..{self.buffer_chunks - 1})")
 
     def explicit(self) -> "Schedule":
         """The same schedule with every round's transfers written out (no symmetry)."""
         return replace(self, rounds=tuple(Round(r.transfers) for r in self.rounds))
 
     def __add__(self, other: "Schedule") -> "Schedule":
-        if (self.n_ranks, self.n_chunks) != (other.n_ranks, other.n_chunks):
-            raise ScheduleError(f"cannot concatenate {self.name!r} (n_ranks={self.n_ranks}, "
-                             f"n_chunks={self.n_chunks}) and {other.name!r} "
-                             f"(n_ranks={other.n_ranks}, n_chunks={other.n_chunks})")
+        layout = ("n_ranks", "n_chunks", "n_scratch")
+        if any(getattr(self, f) != getattr(other, f) for f in layout) or not (
+                self.in_place and other.in_place):
+            raise ScheduleError(f"cannot concatenate {self!r} and {other!r}: they need the same "
+                                "n_ranks, n_chunks and n_scratch, and to run in place")
         return Schedule(f"{self.name} + {other.name}", self.n_ranks, self.n_chunks,
-                        self.rounds + other.rounds)
+                        self.rounds + other.rounds, n_scratch=self.n_scratch)
 
     def reversed(self, name: str, *, reduce: bool) -> "Schedule":
         """The schedule run backwards: rounds in reverse order, every transfer turned around.
@@ -349,7 +381,9 @@ class Schedule:
             else:  # rank 0's transfer 0 -> d turned around is d's: seen from rank 0, sender(d)'s
                 rounds.append(Round([r.symmetry.at(back(t), r.symmetry.sender(t.dst))
                                      for t in r.base], r.symmetry))
-        return Schedule.build(name, self.n_ranks, n_chunks=self.n_chunks, rounds=rounds)
+        return Schedule(name, self.n_ranks, self.n_chunks, tuple(rounds),
+                        n_scratch=self.n_scratch, input_at=self.output_at,
+                        output_at=self.input_at)
 
     @property
     def n_rounds(self) -> int:
@@ -359,14 +393,17 @@ class Schedule:
         cached = self.__dict__.get("_hash")
         if cached is None:
             cached = hash((self.name, self.n_ranks, self.n_chunks, self.rounds, self.primitive,
-                           self.root))
+                           self.root, self.n_scratch, self.input_at, self.output_at))
             object.__setattr__(self, "_hash", cached)
         return cached
 
     def __str__(self) -> str:
         moves = any(t.into != t.chunks for r in self.rounds for t in r)
         into = ">[into]" if moves else ""
-        header = (f"{self.name}: {self.n_ranks} ranks, {self.n_chunks} chunks, "
+        scratch = f" (+{self.n_scratch} scratch)" if self.n_scratch else ""
+        placed = "" if self.in_place else (f", input at chunk {self.input_at}, output at "
+                                           f"{self.output_at}")
+        header = (f"{self.name}: {self.n_ranks} ranks, {self.n_chunks} chunks{scratch}{placed}, "
                   f"{self.n_rounds} rounds   (src->dst [chunks]{into}, '+' reduce, '=' copy)")
         width = len(str(max(self.n_rounds - 1, 0)))
         lines = [header] + [f"  round {i:>{width}} | {r}" for i, r in enumerate(self.rounds)]

@@ -120,16 +120,31 @@ class _Moves:
 
 
 def _origins(schedule: Schedule) -> Callable[[int], list[int | None]]:
-    """origins(rank): for each of rank's chunks, the chunk id of rank's own data that it holds
-    before the first round (None: nothing meaningful yet); the primitive's record says."""
+    """origins(rank): for each of rank's chunks (scratch included), the chunk id of rank's own
+    data that it holds before the first round (None: nothing meaningful yet); the primitive's
+    record says, for the run of chunks the input starts in (``input_at``)."""
     record, n, root = RECORDS[schedule.primitive], schedule.n_ranks, schedule.root
-    return lambda rank: record.origins(rank, n, schedule.n_chunks, root)
+    if not schedule.n_scratch:
+        return lambda rank: record.origins(rank, n, schedule.n_chunks, root)
+    at, width = schedule.input_at, schedule.n_chunks
+
+    def origins(rank: int) -> list[int | None]:
+        cells = [None] * schedule.buffer_chunks
+        cells[at:at + width] = record.origins(rank, n, width, root)
+        return cells
+    return origins
 
 
 def _promises(schedule: Schedule) -> Promises:
-    """What the primitive promises, rank by rank (records.Record.promises)."""
-    return RECORDS[schedule.primitive].promises(schedule.n_ranks, schedule.n_chunks,
-                                                schedule.root)
+    """What the primitive promises, rank by rank (records.Record.promises), in the run of
+    chunks the result must end in (``output_at``)."""
+    promises = RECORDS[schedule.primitive].promises(schedule.n_ranks, schedule.n_chunks,
+                                                    schedule.root)
+    at = schedule.output_at
+    if not at:
+        return promises
+    return Promises(promises.ranks, lambda rank: [(chunk + at, origin, ranks) for
+                                                  chunk, origin, ranks in promises.row(rank)])
 
 
 def _copied_twice(round_) -> tuple[int, int, list[Transfer]] | None:
@@ -201,7 +216,7 @@ def _run(schedule: Schedule, cells: _Sets | _Masks, record: Callable[[list], Non
     [rank][chunk]; ``record(state)`` is called before the first round and after each. Raises
     ScheduleError at the first transfer that is not possible."""
     _check_named(schedule)
-    width, origins = schedule.n_chunks, _origins(schedule)
+    width, origins = schedule.buffer_chunks, _origins(schedule)
     state = [cells.row(rank, origins(rank)) for rank in range(schedule.n_ranks)]
     if record:
         record(state)
@@ -318,7 +333,7 @@ def _check_promise(schedule: Schedule, cells: _Sets | _Masks, rank: int, held: l
 def _one_rank_symmetry(schedule: Schedule, promises: Promises) -> Symmetry | None:
     """The symmetry under which every rank's state is rank 0's moved (the rounds, the start and
     the promise all symmetric under it), or None."""
-    symmetry = _common_symmetry(schedule)
+    symmetry = _common_symmetry(schedule) if schedule.n_scratch == 0 else None
     if symmetry is None or not _symmetric_start(schedule, symmetry):
         return None
     return symmetry if _symmetric_promises(promises, symmetry) else None
@@ -492,7 +507,11 @@ def dual(schedule: Schedule) -> Schedule:
     if not primitive:
         return schedule
     n, width = schedule.n_ranks, schedule.n_chunks
-    shell = Schedule(f"dual of {schedule.name}", n, width, (), primitive, schedule.root)
+    # the transpose flows from the result's chunks back to the input's
+    layout = dict(n_scratch=schedule.n_scratch, input_at=schedule.output_at,
+                  output_at=schedule.input_at)
+    shell = Schedule(f"dual of {schedule.name}", n, width, (), primitive, schedule.root,
+                     **layout)
     origins = _origins(shell)
     holds = [[origin is not None for origin in origins(rank)] for rank in range(n)]
     rounds = []
@@ -515,4 +534,4 @@ def dual(schedule: Schedule) -> Schedule:
                         holds[t.src][c] = True
         rounds.append(Round(transfers))
     return Schedule(shell.name, n, width, tuple(r for r in rounds if len(r)), primitive,
-                    schedule.root)
+                    schedule.root, **layout)

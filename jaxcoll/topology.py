@@ -218,7 +218,7 @@ def _price(topology: Topology, placements, chunk: float, gamma: float, src, dst,
     sent = np.tile(count * chunk, channels)  # (t,) bytes of each transfer
     reduce = np.tile(reduce, channels)
     route = topology.routes(src, dst)  # (t, hops), -1 past a route's end
-    on = route >= 0
+    on = (route >= 0) & (src != dst)[:, None]  # a local transfer crosses no link
     load = np.bincount(route[on], weights=np.broadcast_to(sent[:, None], route.shape)[on],
                        minlength=len(topology.link_names))  # (links,)
     busy = load * topology.beta  # (links,) seconds each link needs this round

@@ -18,8 +18,9 @@ the checked plan.
   symmetry's own (kind, modulus, stride, mask), and a run of ids the executor slices stays a
   run at every rank. Rank r then sends ``chunk(C, r)`` to ``rank(d, r)``, which receives it into
   ``chunk(chunk(I, q0), r)``: ``chunk(I, r)`` by (1), as ``Symmetry.at`` says.
-- **Every round**: each ppermute is a (partial) permutation of the ranks; a matching's receiver
-  mask is its receivers; where the round is one scatter, no rank writes a chunk twice in it.
+- **Every round**: each ppermute is a (partial) permutation of the ranks (a pair (r, r) is a
+  local transfer); a matching's receiver mask is its receivers; where the round is one scatter,
+  no rank writes a chunk twice in it.
 
 Which NaN a reduce keeps when both operands are NaN (``lower_sender_first``) is the executor's
 tie-break, not data movement; tests/test_reliability.py checks it.
@@ -55,7 +56,7 @@ def check(schedule: Schedule, segments) -> None:
             if all(r.symmetry is not None for r in rounds):
                 _check_symmetric(segment, rounds, schedule.n_ranks)
             elif all(r.symmetry is None for r in rounds):
-                _check_explicit(segment, rounds, schedule.n_ranks, schedule.n_chunks)
+                _check_explicit(segment, rounds, schedule.n_ranks, schedule.buffer_chunks)
             else:
                 raise _Disagrees("one loop runs symmetric and explicit rounds")
         except _Disagrees as error:
@@ -88,10 +89,8 @@ def _check_matchings(segment, n_ranks: int, symmetric: bool) -> None:
         senders, receivers = (set(side) for side in zip(*matching.perm))
         if not (len(senders) == len(receivers) == len(matching.perm)):
             raise _Disagrees(f"a rank sends or receives twice in ppermute {j}")
-        if not senders | receivers <= set(range(n_ranks)) or any(
-                src == dst for src, dst in matching.perm):
-            raise _Disagrees(f"ppermute {j} has pairs outside ranks 0..{n_ranks - 1} or a rank "
-                             "sending to itself")
+        if not senders | receivers <= set(range(n_ranks)):
+            raise _Disagrees(f"ppermute {j} has pairs outside ranks 0..{n_ranks - 1}")
         mask = segment.receivers[j]
         flags = None if mask is None else mask.rows(np.arange(n_ranks))[0, :, 0] != 0
         if (len(receivers) < n_ranks if flags is None else
