@@ -78,6 +78,9 @@ class Transfer:
             raise ScheduleError(f"{where}: chunks and into differ in length")
         if not chunks:
             raise ScheduleError(f"{where}: moves no chunk")
+        if len(set(into)) < len(into):  # one write per chunk: the executor scatters them
+            raise ScheduleError(f"{where}: writes a chunk twice (into names it twice); two "
+                                "transfers can each reduce into it")
         if src == dst and any(c == i for c, i in zip(chunks, into)):
             raise ScheduleError(f"{where}: a local transfer (src == dst) moves a chunk onto "
                                 "itself")

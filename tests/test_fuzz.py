@@ -135,16 +135,21 @@ def random_round(n: int, n_chunks: int, rng) -> Round:
                             mask=int(rng.integers(0, n)))
         return Round([transfer(0, int(rng.integers(1, n)))], symmetry)
     pairs = [tuple(rng.choice(n, 2, replace=False).tolist()) for _ in range(rng.integers(1, 4))]
+    pairs = [(src, src) if rng.random() < 0.2 else (src, dst) for src, dst in pairs]  # local
     return Round([transfer(src, dst) for src, dst in pairs])
 
 
 def random_schedule(rng) -> Schedule:
-    """A small random schedule of a random primitive."""
+    """A small random schedule of a random primitive, with scratch chunks and out of place at
+    times."""
     n = int(rng.choice(NS))
     primitive = str(rng.choice(sorted(RECORDS)))
     n_chunks = RECORDS[primitive].rows("schedule_blocks", n) * int(rng.integers(1, 3))
-    rounds = [random_round(n, n_chunks, rng) for _ in range(rng.integers(1, 5))]
-    return Schedule("random", n, n_chunks, tuple(rounds), primitive, int(rng.integers(n)))
+    n_scratch = int(rng.choice([0, 0, 2, n_chunks, n_chunks + 1]))
+    input_at = n_chunks if n_scratch >= n_chunks and rng.random() < 0.5 else 0
+    rounds = [random_round(n, n_chunks + n_scratch, rng) for _ in range(rng.integers(1, 5))]
+    return Schedule("random", n, n_chunks, tuple(rounds), primitive, int(rng.integers(n)),
+                    n_scratch=n_scratch, input_at=input_at)
 
 
 def cases(count: int, seed: int = SEED):

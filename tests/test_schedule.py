@@ -106,6 +106,7 @@ def test_concatenation_needs_matching_layouts():
     (lambda: [Transfer(0, 1, (), False)], "moves no chunk"),
     (lambda: [Transfer(0, 1, -1, False)], "chunk ids must be >= 0"),
     (lambda: [Transfer(0, 1, 0.5, False)], "chunk ids must be ints"),
+    (lambda: [Transfer(0, 1, [0, 1], True, into=[1, 1])], "writes a chunk twice"),
     (lambda: [(0, 1, 0, False)], "every transfer must be a Transfer"),
 ])
 def test_bad_transfers_are_rejected(make, message):

@@ -81,7 +81,7 @@ def test_the_output_starts_empty_out_of_place():
     with pytest.raises(ScheduleError, match="input_at=2 must be 0 .* or a run of 3 scratch"):
         Schedule("x", n, n, (), "allreduce", n_scratch=5, input_at=2)
     with pytest.raises(ScheduleError, match="moves a chunk onto itself"):
-        Transfer(1, 1, [2, 3], False, into=[3, 3])
+        Transfer(1, 1, [2, 3], False, into=[2, 4])
 
 
 def test_out_of_place_reduce_scatter_and_its_dual():
