@@ -5,6 +5,7 @@ from .collectives import (BUCKET_BYTES, OPS, algorithms, allgather, allreduce,
                           broadcast, gather, reduce, reduce_scatter, ring_allgather, ring_allreduce,
                           ring_reduce_scatter, schedule, scatter, tree_allreduce, tree_broadcast)
 from . import lax  # lax's collectives by lax's names: `from jaxcoll import lax`
+from . import msccl  # MSCCL's XML algorithms in and out
 from .overlap import allgather_fold, allgather_matmul, matmul_reduce_scatter, reduce_scatter_from
 from .compression import Compress
 from .model import (Bounds, Calibration, Cost, bounds, calibration, choose, cost, explain,
@@ -24,7 +25,7 @@ __all__ = [
     "allreduce", "allreduce_with_feedback", "alltoall", "broadcast", "Compress",
     "Bounds", "bounds", "calibrate", "Calibration",
     "calibration", "choose", "Cost", "cost", "draw", "explain", "gather", "lax",
-    "matmul_reduce_scatter",
+    "matmul_reduce_scatter", "msccl",
     "reduce", "reduce_scatter", "reduce_scatter_from", "ring_allgather", "ring_allreduce",
     "ring_reduce_scatter", "ragged_alltoall", "Round",
     "scatter", "Schedule", "schedule", "ScheduleError", "set_calibration", "Simulation",

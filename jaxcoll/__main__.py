@@ -11,8 +11,8 @@ def draw_main(argv) -> int:
         description="Draw a schedule: one panel per round, ranks as rows, chunks as columns "
                     "(.png and .gif need matplotlib: pip install 'jaxcoll[viz]'; .html, a page "
                     "that steps through the rounds, needs nothing).")
-    parser.add_argument("primitive")
-    parser.add_argument("algorithm")
+    parser.add_argument("primitive", help="a primitive, or an MSCCL .xml file to draw")
+    parser.add_argument("algorithm", nargs="?")
     parser.add_argument("--n", type=_ranks_or_levels, default=4,
                         help="rank count (default 4); for hierarchical the levels' sizes, "
                              "outermost first: 2,4 or 2,2,2")
@@ -24,8 +24,13 @@ def draw_main(argv) -> int:
     import jaxcoll
 
     try:
-        schedule = jaxcoll.schedule(args.primitive, args.algorithm, args.n, root=args.root,
-                                    pieces=args.pieces)
+        if args.primitive.lower().endswith(".xml"):  # an MSCCL algorithm, as the runtimes run it
+            schedule = jaxcoll.msccl.load(args.primitive)
+        elif args.algorithm is None:
+            parser.error("an algorithm is needed after the primitive (or give an .xml file)")
+        else:
+            schedule = jaxcoll.schedule(args.primitive, args.algorithm, args.n, root=args.root,
+                                        pieces=args.pieces)
     except ValueError as error:
         parser.error(str(error))
     suffix = args.output.lower().rsplit(".", 1)[-1]
@@ -35,6 +40,79 @@ def draw_main(argv) -> int:
         path = jaxcoll.draw(schedule, args.output, gif=suffix == "gif")
     print(f"wrote {path}: {schedule!r}")
     return 0
+
+
+def msccl_main(argv) -> int:
+    """``python -m jaxcoll msccl FILE...``: what each MSCCL XML algorithm is, whether it
+    verifies, its gap to the bounds and its time on a topology."""
+    parser = argparse.ArgumentParser(
+        prog="python -m jaxcoll msccl",
+        description="Read MSCCL XML algorithms (what RCCL and msccl-executor-nccl run) by the "
+                    "runtimes' rules: for each, its collective, ranks, rounds and bytes, "
+                    "whether it verifies, its gap to jaxcoll.bounds, and its time on a "
+                    "topology (jaxcoll.simulate, every transfer of a round at once). Exit "
+                    "status 1 if any file is refused or does not verify.")
+    parser.add_argument("files", nargs="+")
+    parser.add_argument("--size", default="1M",
+                        help="bytes per rank, as nccl-tests counts them (default 1M)")
+    parser.add_argument("--topology", default="mi300x",
+                        choices=("mi300x", "dgx-h100", "dgx-a100"),
+                        help="fully connected MI300X GPUs (the files' own, default) or DGX "
+                             "nodes of 8 on NVSwitch (the rank count must be a multiple of 8)")
+    args = parser.parse_args(argv)
+    from . import bounds, cost, msccl, simulate, systems, verify
+    from .bench import format_size, parse_size
+    from .schedules import ScheduleError
+
+    nbytes = parse_size(args.size)
+    bad = 0
+    for path in args.files:
+        print(path)
+        try:
+            program = msccl.parse(path)
+            modes = [inplace for inplace, allowed in ((True, program.inplace),
+                                                      (False, program.outofplace)) if allowed]
+            schedules = [msccl.load(path, inplace=inplace) for inplace in modes]
+        except ScheduleError as error:
+            print(f"  refused: {error}")
+            bad += 1
+            continue
+        n = program.ngpus
+        if args.topology == "mi300x":
+            topology = systems.mi300x(n)
+        elif n % 8:
+            print(f"  {n} ranks: not whole DGX nodes of 8; pass --topology mi300x")
+            topology = None
+        else:
+            topology = systems.dgx(args.topology.split("-")[1], n // 8)
+        print(f"  {program.coll} on {n} GPUs, {program.nchunks} chunks per loop, "
+              f"{program.nchannels} channels, {program.proto}, sizes "
+              f"{format_size(program.min_bytes)}..{format_size(program.max_bytes) if program.max_bytes else 'any'}")
+        for schedule in schedules:
+            try:
+                verify(schedule)
+                verdict = f"verified: every rank ends with what {schedule.primitive} promises"
+            except ScheduleError as error:
+                verdict, bad = f"DOES NOT VERIFY: {error}", bad + 1
+            where = "in place" if schedule.in_place else "out of place"
+            priced = cost(schedule, nbytes, alpha=0.0, beta=1.0)
+            bound = bounds(schedule.primitive, n, nbytes)
+            print(f"  {where}: {_count(schedule.n_rounds, 'round')} of "
+                  f"{_count(priced.messages, 'ppermute')}, "
+                  f"{_count(schedule.n_scratch, 'scratch chunk')}; {verdict}")
+            print(f"    the busiest rank sends {format_size(priced.bytes_sent)} of "
+                  f"{format_size(nbytes)} (bound {format_size(bound.path_bytes)}: "
+                  f"x{priced.bytes_sent / max(bound.path_bytes, 1):.2f}); "
+                  f"{_count(priced.messages, 'message')} one after another on one port "
+                  f"(bound {bound.rounds}: x{priced.messages / max(bound.rounds, 1):.2f})")
+            if topology is not None:
+                seconds = simulate(schedule, nbytes, topology).seconds
+                print(f"    {seconds * 1e6:.1f} µs on {topology.name}")
+    return 1 if bad else 0
+
+
+def _count(k: int, thing: str) -> str:
+    return f"{k} {thing}{'' if k == 1 else 's'}"
 
 
 def _ranks_or_levels(text: str) -> int | tuple[int, ...]:
@@ -50,6 +128,8 @@ def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["draw"]:
         return draw_main(argv[1:])
+    if argv[:1] == ["msccl"]:
+        return msccl_main(argv[1:])
     if argv[:1] == ["calibrate"]:  # time auto's algorithms on this machine, keep them
         from .calibration_cache import main as calibrate_main
 
@@ -58,8 +138,9 @@ def main(argv=None) -> int:
         prog="python -m jaxcoll",
         description="Run every primitive x algorithm against the xla reference and print a "
                     "table; exit status 1 on any mismatch. (`python -m jaxcoll draw --help`: "
-                    "pictures of schedules; `python -m jaxcoll calibrate --help`: time auto's "
-                    "algorithms on this machine.)")
+                    "pictures of schedules; `python -m jaxcoll msccl --help`: MSCCL XML "
+                    "algorithms read, verified and priced; `python -m jaxcoll calibrate "
+                    "--help`: time auto's algorithms on this machine.)")
     parser.add_argument("--devices", type=int, default=8,
                         help="number of fake CPU devices to start (default 8); on GPU/TPU the "
                              "local devices are used, at most this many; under python -m "

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from .families import build_schedule
 from .records import RECORDS
-from .topology import Topology, nodes, simulate
+from .topology import Topology, fully_connected, nodes, simulate
 
 NVLINK_ALPHA = 3.4e-6
 NIC_ALPHA = 10e-6
@@ -35,6 +35,21 @@ def dgx(gpu: str = "h100", n_nodes: int = 1, nics: int = 8) -> Topology:
     return nodes(n_nodes, 8, nvlink=(NVLINK_ALPHA, 1 / (nvlink_gbs * 1e9)),
                  nic=(NIC_ALPHA, 1 / (nic_gbs * 1e9)), nics=nics,
                  name=f"{n_nodes} x DGX {gpu.upper()} ({nics} NICs per node)")
+
+
+# AMD Instinct MI300X platform: 8 GPUs, each with 7 Infinity Fabric links, one to every other
+# GPU, 128 GB/s per link both ways together (AMD's MI300X data sheet: "peak Infinity Fabric
+# link bandwidth 128 GB/s", 896 GB/s of peer bandwidth per GPU); α 5 µs is an assumption (no
+# source), near NCCL's NVLink step latency above.
+MI300X_LINK_GBS = 64.0  # each way
+MI300X_ALPHA = 5e-6
+
+
+def mi300x(n: int = 8) -> Topology:
+    """``n`` MI300X-like GPUs fully connected by Infinity Fabric, a 64 GB/s link each way per
+    pair (the platform has 8; 16 is two such nodes' GPUs as one fabric, for comparison)."""
+    return fully_connected(n, alpha=MI300X_ALPHA, beta=1 / (MI300X_LINK_GBS * 1e9),
+                           name=f"{n} x MI300X, fully connected (Infinity Fabric)")
 
 
 @dataclass(frozen=True)

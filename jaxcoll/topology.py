@@ -269,6 +269,18 @@ def shared(n: int, *, alpha: float, beta: float, overhead: float = 0.0, gamma: f
                     overhead=np.array([float(overhead)]))
 
 
+def fully_connected(n: int, *, alpha: float, beta: float, gamma: float = 0.0,
+                    name: str = "") -> Topology:
+    """A link each way between every two ranks (AMD's Infinity Fabric among a node's GPUs): a
+    message crosses its pair's own link, paying α and β per byte on it."""
+    names = tuple(f"{src}->{dst}" for src in range(n) for dst in range(n))  # (src, dst) at src·n + dst
+    return Topology(name or f"{n} fully connected", n, names, np.full(n * n, float(alpha)),
+                    np.full(n * n, float(beta)),
+                    lambda src, dst: (src * n + dst)[:, None], gamma,
+                    assumptions=f"{n} ranks, a link each way between every two; α={alpha:.3g} "
+                                f"s, {1 / beta / 1e9:.4g} GB/s each way per link")
+
+
 def ring(n: int, *, alpha: float, beta: float, gamma: float = 0.0,
          bidirectional: bool = True) -> Topology:
     """Ranks on a ring of links to their neighbours (both ways if ``bidirectional``), messages

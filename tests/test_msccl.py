@@ -244,3 +244,22 @@ def test_attributes_msccl_tools_leaves_out_can_be_assumed():
     with pytest.raises(msccl.MscclError, match="'outofplace' of <algo> not found"):
         msccl.load(text)
     jaxcoll.verify(msccl.load(text, assume={"outofplace": 0, "minBytes": 0, "maxBytes": 0}))
+
+
+def test_the_command_line_reads_prices_and_draws_a_file(tmp_path, capsys):
+    """``python -m jaxcoll msccl FILE...`` says what each file is, whether it verifies, its gap
+    to the bounds and its time; a refused file sets the exit status; ``draw FILE.xml`` pages."""
+    from jaxcoll.__main__ import draw_main, msccl_main
+
+    good, bad = tmp_path / "pairs.xml", tmp_path / "bad.xml"
+    good.write_text(FILES["all-pairs 4"][0])
+    bad.write_text(two_gpus([SEND], []))
+    assert msccl_main([str(good)]) == 0
+    out = capsys.readouterr().out
+    assert "allreduce on 4 GPUs" in out and "in place: 2 rounds of 3 ppermutes" in out
+    assert "verified" in out and "x2.00" in out and "µs on 4 x MI300X" in out
+    assert msccl_main([str(good), str(bad)]) == 1
+    assert "refused: msccl: gpu 0, threadblock 0, step 0: an unpaired send" in (
+        capsys.readouterr().out)
+    page = tmp_path / "pairs.html"
+    assert draw_main([str(good), "-o", str(page)]) == 0 and "all-pairs" in page.read_text()
