@@ -24,7 +24,9 @@
 #   the processes ran;
 # - what the transport is on CPU (gloo over TCP on 127.0.0.1), and what one `psum` and one
 #   `ppermute` each turn into there;
-# - what a small machine cannot show (timings of algorithms across processes), and why.
+# - what a small machine cannot show (timings of algorithms across processes), and why;
+# - what GPU runtimes run: an algorithm in MSCCL's XML, the format of RCCL's library, read,
+#   proved, stepped through and priced, and a jaxcoll schedule written out for RCCL.
 #
 # **Prerequisites**: notebook 01 (the ring) and notebook 05 (the α-β model and `auto`).
 #
@@ -196,7 +198,109 @@ print(f"this machine: {cores} cores, so at most {timed} processes could be timed
 # 3 hold on any machine; the times need one core per process, and real links to mean anything
 # for a cluster.
 #
-# ## 5. On a real cluster
+# ## 5. What GPU runtimes run: an MSCCL algorithm
+#
+# NCCL picks among its own built-in rings and trees. Microsoft's MSCCL and AMD's RCCL also run
+# algorithms written as data, in MSCCL's XML, and RCCL ships a library of them for its fully
+# connected GPUs (`tools/msccl-algorithms/` in ROCm/rccl). One of them,
+# `allreduce_1step_mccl_4_2_*_LL.xml`, is an all-pairs allreduce for 4 GPUs: every GPU sends
+# its whole buffer to every other, which receives it into scratch; then one threadblock per
+# GPU waits (with `nop` steps, each waiting on one other threadblock) until its sends are done
+# and everything has arrived, and adds the copies in with runs of `re` (reduce) steps. The cell
+# below writes that algorithm out in the same format (our own text, not RCCL's file; one
+# channel instead of its two): a `<tb>` is a threadblock with one send and one receive peer,
+# and a `<step>` reads `srcbuf[srcoff..]` and writes `dstbuf[dstoff..]` for `cnt` chunks.
+
+# %%
+def step(s, kind, src="i", srcoff=-1, dst="o", dstoff=-1, cnt=1, depid=-1, deps=-1, hasdep=0):
+    return (f'<step s="{s}" type="{kind}" srcbuf="{src}" srcoff="{srcoff}" dstbuf="{dst}" '
+            f'dstoff="{dstoff}" cnt="{cnt}" depid="{depid}" deps="{deps}" hasdep="{hasdep}"/>')
+
+
+def one_step_allreduce(n=4, chunks=8):
+    lines = [f'<algo name="one-step all-pairs" proto="LL" nchannels="1" nchunksperloop="{chunks}" '
+             f'ngpus="{n}" coll="allreduce" inplace="1" outofplace="0" minBytes="0" maxBytes="0">']
+    for gpu in range(n):
+        peers = [p for p in range(n) if p != gpu]
+        lines.append(f'<gpu id="{gpu}" i_chunks="{chunks}" o_chunks="0" '
+                     f's_chunks="{(n - 1) * chunks}">')
+        waits = [(1 + k, s) for k in range(n - 1) for s in (0, 1)]  # each peer's send, receive
+        adds = [step(k, "nop", cnt=0, depid=tb, deps=s) for k, (tb, s) in enumerate(waits[:-1])]
+        for c in range(chunks):  # i[c] += the n - 1 copies that arrived in scratch
+            for k in range(n - 1):
+                tb, s = waits[-1] if c == k == 0 else (-1, -1)  # the first carries a wait too
+                adds.append(step(len(adds), "re", "s", k * chunks + c, "i", c, depid=tb, deps=s))
+        lines += ['<tb id="0" send="-1" recv="-1" chan="0">', *adds, "</tb>"]
+        for k, peer in enumerate(peers):
+            lines += [f'<tb id="{1 + k}" send="{peer}" recv="{peer}" chan="0">',
+                      step(0, "s", "i", 0, "s", 0, cnt=chunks, hasdep=1),
+                      step(1, "r", "i", 0, "s", k * chunks, cnt=chunks, hasdep=1), "</tb>"]
+        lines.append("</gpu>")
+    return "\n".join(lines + ["</algo>"])
+
+
+xml = one_step_allreduce()
+print(*xml.splitlines()[:4], "...", sep="\n")
+schedule = jaxcoll.msccl.load(xml)  # by the runtimes' rules: pairing, dependencies, races
+jaxcoll.verify(schedule)
+print(repr(schedule), "verified;", schedule.n_scratch, "scratch chunks")
+assert schedule.n_rounds == 2
+
+# %% [markdown]
+# `load` read it the way the runtimes do: each send pairs with its peer's receive in order on
+# their connection, each `nop` adds a wait to the next step, and consecutive `re` steps into one
+# chunk are one fused addition. It refuses what they would not run right (two threadblocks that
+# touch a chunk in no order, a read of scratch nothing wrote, a send nobody receives), naming
+# the gpu, threadblock and step. Then it gave each move the earliest round its data allow: all
+# the sends at once, then all the additions, local to each GPU. That is an ordinary schedule:
+# `verify` proved it, and the page below steps through it (local additions are arrows within a
+# row; scratch columns are named `s0`, `s1`, ...).
+
+# %%
+jaxcoll.pictures.html(schedule)
+
+# %% [markdown]
+# It also runs as an ordinary jaxcoll collective, here on the notebook's own fake devices, and
+# can be priced on the links it was written for: 4 MI300X GPUs, a link each way between every
+# two (`jaxcoll.systems.mi300x`; one MSCCL kernel runs every transfer of a round at once).
+
+# %%
+from jax.sharding import Mesh, PartitionSpec as P
+
+from jaxcoll import systems
+
+mesh = Mesh(np.array(jax.devices()[:4]), ("i",))
+x = np.arange(4 * 16, dtype=np.float32).reshape(4, 16) % 7
+run = jax.jit(jax.shard_map(lambda b: jaxcoll.allreduce(b[0], "i", algorithm=schedule)[None],
+                            mesh=mesh, in_specs=P("i"), out_specs=P("i")))
+np.testing.assert_array_equal(run(x), np.broadcast_to(x.sum(0), x.shape))
+links = systems.mi300x(4)
+times = {name: jaxcoll.simulate(s, 2048, links).seconds for name, s in [
+    ("the MSCCL file", schedule), ("ring", jaxcoll.schedule("allreduce", "ring", 4)),
+    ("recursive_doubling", jaxcoll.schedule("allreduce", "recursive_doubling", 4))]}
+for name, seconds in times.items():
+    print(f"{name:20s} {seconds * 1e6:5.1f} µs at 2 KiB on {links.name}")
+assert min(times, key=times.get) == "the MSCCL file"
+
+# %% [markdown]
+# At 2 KiB the all-pairs algorithm wins: one round of messages, each on its own link, against
+# the ring's 6 rounds one link at a time (bench/MODEL.md prices all of RCCL's library this
+# way). The other direction works too: `jaxcoll.msccl.dump` writes any schedule as a file RCCL
+# runs, with the steps it supports today (`s`, `r`, `cpy`, `re`, `nop`: a reducing receive is
+# an `r` into scratch and an `re`).
+
+# %%
+ring_xml = jaxcoll.msccl.dump(jaxcoll.schedule("allreduce", "ring", 4))
+print(*ring_xml.splitlines()[2:7], sep="\n")
+kinds = {line.split('type="')[1].split('"')[0] for line in ring_xml.splitlines() if "<step" in line}
+assert kinds <= {"s", "r", "cpy", "re", "nop"}
+back = jaxcoll.msccl.load(ring_xml)
+jaxcoll.verify(back)
+assert sorted(str(t) for r in back.rounds for t in r) == sorted(
+    str(t) for r in jaxcoll.schedule("allreduce", "ring", 4).rounds for t in r)
+
+# %% [markdown]
+# ## 6. On a real cluster
 #
 # The script of section 2 is what runs on a cluster, unchanged. A cluster's own launcher
 # (SLURM's `srun`, Open MPI's `mpirun`, a Kubernetes job) takes the place of
