@@ -71,21 +71,11 @@ class Transfer:
                  into: int | Iterable[int] | None = None):
         chunks = _ids(chunks)
         into = chunks if into is None else _ids(into)
-        where = f"Transfer({src!r}, {dst!r}, {chunks}, into={into})"
-        if not (_is_int(src) and _is_int(dst)):
-            raise ScheduleError(f"{where}: src and dst must be ranks (ints)")
-        if len(into) != len(chunks):
-            raise ScheduleError(f"{where}: chunks and into differ in length")
-        if not chunks:
-            raise ScheduleError(f"{where}: moves no chunk")
-        if len(set(into)) < len(into):  # one write per chunk: the executor scatters them
-            raise ScheduleError(f"{where}: writes a chunk twice (into names it twice); two "
-                                "transfers can each reduce into it")
-        if src == dst and any(c == i for c, i in zip(chunks, into)):
-            raise ScheduleError(f"{where}: a local transfer (src == dst) moves a chunk onto "
-                                "itself")
-        if min(src, dst) < 0 or min(chunks + into) < 0:
-            raise ScheduleError(f"{where}: ranks and chunk ids must be >= 0")
+        if not (type(src) is int and type(dst) is int and 0 <= src and 0 <= dst  # the usual
+                and chunks and len(into) == len(chunks) and min(chunks) >= 0
+                and min(into) >= 0 and (len(into) == 1 or len(set(into)) == len(into))
+                and (src != dst or all(c != i for c, i in zip(chunks, into)))):
+            _check_transfer(src, dst, chunks, into)  # says what is wrong, or takes numpy ints
         object.__setattr__(self, "src", int(src))
         object.__setattr__(self, "dst", int(dst))
         object.__setattr__(self, "chunks", chunks)
@@ -99,13 +89,34 @@ class Transfer:
         return f"{self.src}->{self.dst} {moved}{'+' if self.reduce else '='}"
 
 
+def _check_transfer(src, dst, chunks: tuple, into: tuple) -> None:
+    """Raise ScheduleError saying what is wrong with a transfer (nothing: it is fine)."""
+    where = f"Transfer({src!r}, {dst!r}, {chunks}, into={into})"
+    if not (_is_int(src) and _is_int(dst)):
+        raise ScheduleError(f"{where}: src and dst must be ranks (ints)")
+    if len(into) != len(chunks):
+        raise ScheduleError(f"{where}: chunks and into differ in length")
+    if not chunks:
+        raise ScheduleError(f"{where}: moves no chunk")
+    if len(set(into)) < len(into):  # one write per chunk: the executor scatters them
+        raise ScheduleError(f"{where}: writes a chunk twice (into names it twice); two "
+                            "transfers can each reduce into it")
+    if src == dst and any(c == i for c, i in zip(chunks, into)):
+        raise ScheduleError(f"{where}: a local transfer (src == dst) moves a chunk onto itself")
+    if min(src, dst) < 0 or min(chunks + into) < 0:
+        raise ScheduleError(f"{where}: ranks and chunk ids must be >= 0")
+
+
 def _ids(chunks: int | Iterable[int]) -> tuple[int, ...]:
     """Chunk ids as a tuple of ints (a tuple of ints itself, shared: not copied)."""
+    kind = type(chunks)
+    if kind is int:
+        return (chunks,)
+    if (kind is tuple or kind is list) and all(type(c) is int for c in chunks):
+        return chunks if kind is tuple else tuple(chunks)
     if _is_int(chunks):
         return (int(chunks),)
-    if type(chunks) is tuple and all(type(c) is int for c in chunks):
-        return chunks
-    chunks = tuple(chunks) if isinstance(chunks, Iterable) else (chunks,)
+    chunks = tuple(chunks) if hasattr(chunks, "__iter__") else (chunks,)
     if not all(map(_is_int, chunks)):
         raise ScheduleError(f"chunk ids must be ints, not {chunks}")
     return tuple(map(int, chunks))

@@ -195,9 +195,10 @@ def _mutated(schedule: Schedule, rng: random.Random) -> Schedule | None:
         chunks, into = list(t.chunks), list(t.into)
         (chunks if change == "chunk" else into)[rng.randrange(len(chunks))] = other
         dst = rng.randrange(1, schedule.n_ranks) if change == "dst" else t.dst
-        base[k] = Transfer(0, dst, chunks, t.reduce != (change == "kind"), into)
-        rounds[index] = Round(base, rounds[index].symmetry)
     try:
+        if change not in ("drop", "repeat"):
+            base[k] = Transfer(0, dst, chunks, t.reduce != (change == "kind"), into)
+            rounds[index] = Round(base, rounds[index].symmetry)
         built = Schedule.build(schedule.name, schedule.n_ranks, n_chunks=schedule.n_chunks,
                                rounds=rounds)
     except ValueError:
