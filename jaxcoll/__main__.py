@@ -87,7 +87,8 @@ def msccl_main(argv) -> int:
             topology = systems.dgx(args.topology.split("-")[1], n // 8)
         print(f"  {program.coll} on {n} GPUs, {program.nchunks} chunks per loop, "
               f"{program.nchannels} channels, {program.proto}, sizes "
-              f"{format_size(program.min_bytes)}..{format_size(program.max_bytes) if program.max_bytes else 'any'}")
+              f"{format_size(program.min_bytes)}.."
+              f"{format_size(program.max_bytes) if program.max_bytes else 'any'}")
         for schedule in schedules:
             try:
                 verify(schedule)

@@ -351,7 +351,8 @@ function centre(rank, chunk) { return [LEFT + chunk * S + S / 2 - 1, TOP + rank 
 function labels() {
   const out = [];
   for (let c = 0; c < data.n_chunks; c++)
-    out.push(`<text x="${LEFT + c * S + S / 2}" y="${TOP - 8}" text-anchor="middle">${data.labels[c]}</text>`);
+    out.push(`<text x="${LEFT + c * S + S / 2}" y="${TOP - 8}" text-anchor="middle">` +
+             `${data.labels[c]}</text>`);
   for (let r = 0; r < data.n_ranks; r++)
     out.push(`<text x="${LEFT - 8}" y="${TOP + r * S + S / 2 + 4}" text-anchor="end">`
              + `${r === data.root ? "root " : ""}rank ${r}</text>`);

@@ -273,7 +273,8 @@ def fully_connected(n: int, *, alpha: float, beta: float, gamma: float = 0.0,
                     name: str = "") -> Topology:
     """A link each way between every two ranks (AMD's Infinity Fabric among a node's GPUs): a
     message crosses its pair's own link, paying α and β per byte on it."""
-    names = tuple(f"{src}->{dst}" for src in range(n) for dst in range(n))  # (src, dst) at src·n + dst
+    # link (src, dst) at index src·n + dst
+    names = tuple(f"{src}->{dst}" for src in range(n) for dst in range(n))
     return Topology(name or f"{n} fully connected", n, names, np.full(n * n, float(alpha)),
                     np.full(n * n, float(beta)),
                     lambda src, dst: (src * n + dst)[:, None], gamma,

@@ -63,7 +63,8 @@ class Machine:
 
     def __init__(self, text: str, inplace: bool, seed: int):
         algo = ElementTree.fromstring(text)
-        self.coll, self.n, self.k = algo.get("coll"), _int(algo, "ngpus"), _int(algo, "nchunksperloop")
+        self.coll = algo.get("coll")
+        self.n, self.k = _int(algo, "ngpus"), _int(algo, "nchunksperloop")
         self.inplace, self.random = inplace, random.Random(seed)
         ins, outs, block = _blocks(self.coll, self.k, self.n)
         self.cells, self.tbs = {}, {}

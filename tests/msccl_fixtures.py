@@ -26,8 +26,8 @@ def _program(head: str, gpus: list[tuple[dict, list[tuple[dict, list[str]]]]]) -
         lines.append(f'  <gpu id="{g}" i_chunks="{attributes["i"]}" o_chunks="{attributes["o"]}" '
                      f's_chunks="{attributes.get("s", 0)}">')
         for t, (tb, steps) in enumerate(tbs):
-            lines.append(f'    <tb id="{t}" send="{tb.get("send", -1)}" recv="{tb.get("recv", -1)}" '
-                         f'chan="{tb.get("chan", 0)}">')
+            lines.append(f'    <tb id="{t}" send="{tb.get("send", -1)}" '
+                         f'recv="{tb.get("recv", -1)}" chan="{tb.get("chan", 0)}">')
             lines += [f"      {line}" for line in steps]
             lines.append("    </tb>")
         lines.append("  </gpu>")

@@ -142,7 +142,8 @@ def test_a_broken_dump_is_caught_by_both_readings():
     overwrites): the checker finds the race, and load refuses it."""
     text = msccl.dump(build_schedule("allreduce", "recursive_doubling", 4), fused=True)
     lines = text.splitlines()
-    at = next(k for k, line in enumerate(lines) if 'type="rrc"' in line and 'depid="-1"' not in line)
+    at = next(k for k, line in enumerate(lines)
+              if 'type="rrc"' in line and 'depid="-1"' not in line)
     depid = lines[at].split('depid="')[1].split('"')[0]
     deps = lines[at].split('deps="')[1].split('"')[0]
     lines[at] = lines[at].replace(f'depid="{depid}" deps="{deps}"', 'depid="-1" deps="-1"')
