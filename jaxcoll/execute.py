@@ -28,7 +28,8 @@ from jax import lax
 from . import _compat, codec
 from ._compat import AxisPlan, serialize_collectives
 from .compression import Compress
-from .plan import Ids, Segment, full_permutation, lower
+from .ids import Ids
+from .plan import Segment, full_permutation, lower
 from .schedules import Schedule
 
 Combine = Callable[[jnp.ndarray, jnp.ndarray], jnp.ndarray]

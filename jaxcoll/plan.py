@@ -8,11 +8,11 @@ Plain numpy, no JAX: the executor (execute.py) only traces what is decided here.
   reduce); ``split_round`` cuts a round into them. All of them read the buffer as it was
   before the round.
 - Which chunks a rank sends and receives are tables (n_steps, n_ranks, n_moved), indexed at
-  run time by ``lax.axis_index``, stored as compactly as their symmetry allows (``Ids``): a
-  ring's ids are ``(base + rank) mod n``, recursive doubling's ``base ^ rank``, a rooted
-  round's only its participants' rows, and a run c, c+1, ... only its first id; the full table
-  only where none of these holds. Consecutive rounds with the same matchings form one
-  *segment*: one ``lax.fori_loop`` over the stacked tables. So a program grows with its
+  run time by ``lax.axis_index``, stored as compactly as their symmetry allows (``Ids``,
+  ids.py): a ring's ids are ``(base + rank) mod n``, recursive doubling's ``base ^ rank``, a
+  rooted round's only its participants' rows, and a run c, c+1, ... only its first id; the
+  full table only where none of these holds. Consecutive rounds with the same matchings form
+  one *segment*: one ``lax.fori_loop`` over the stacked tables. So a program grows with its
   rounds, not with n x rounds.
 - The write mode: one scatter for the whole round (``one_write``), or one write per matching.
 - The NaN order: partners that reduce into each other (recursive doubling) must compute the
@@ -22,12 +22,13 @@ Plain numpy, no JAX: the executor (execute.py) only traces what is decided here.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache, partial
+from functools import lru_cache
 from itertools import repeat
 
 import numpy as np
 
 from . import validate
+from .ids import Ids, compact, int32s, over_steps
 from .schedules import Round, Schedule, Symmetry, split_round
 
 
@@ -40,119 +41,9 @@ class Matching:
     reduce: bool
 
 
-@dataclass(frozen=True, eq=False)
-class Ids:
-    """A (n_steps, n_ranks, n_moved) table of chunk ids, stored by its symmetry.
-
-    ``kind``: "affine": ``offset + (base + per_step * step + stride * rank) mod modulus``
-    (rotations: rings, pairwise); "xor": ``base ^ (rank & mask)`` (recursive doubling,
-    halving); "mirror": the affine form with ``base`` negated at odd ranks (Swing);
-    "rows": ``rows[step, j]`` for rank ``ranks[j]``, ``default[step]`` for every other rank
-    (rounds that few ranks take part in); "table": as it is. ``base``, ``stride``, ``offset``:
-    (n_steps, n_moved), or one row each where ``per_step`` (1, n_moved) moves the ids from
-    one step to the next (a ring's loop); ``per_step`` is 0 otherwise. With ``first_only``
-    only each row's first id is kept (its ids are a run c, c+1, ...).
-    """
-
-    kind: str
-    n_steps: int
-    n_moved: int
-    # per kind: affine (base, stride, offset, per_step), xor (base,), mirror (base, stride,
-    # offset), rows (ranks, rows, default), table (table,)
-    arrays: tuple
-    modulus: int = 0
-    first_only: bool = False
-    mask: int = -1  # xor: ``base ^ (rank & mask)``
-
-    def table(self, n_ranks: int) -> np.ndarray:
-        """The full (n_steps, n_ranks, n_moved) table back (numpy; the executor computes one
-        rank's row of it in JAX)."""
-        return self.rows(np.arange(n_ranks))
-
-    def rows(self, ranks) -> np.ndarray:
-        """(n_steps, len(ranks), n_moved): the table's rows of ``ranks`` alone."""
-        ranks = np.asarray(ranks, dtype=np.int64)
-        rank = ranks[None, :, None]
-        if self.kind == "affine":
-            base, stride, offset, per_step = self.arrays
-            base = base + per_step * np.arange(self.n_steps)[:, None]
-            values = offset[:, None] + (base[:, None] + stride[:, None] * rank) % self.modulus
-        elif self.kind == "xor":
-            values = self.arrays[0][:, None] ^ (rank & self.mask)
-        elif self.kind == "mirror":
-            base, stride, offset = (a[:, None] for a in self.arrays)
-            values = offset + ((1 - 2 * (rank % 2)) * base + stride * rank) % self.modulus
-        elif self.kind == "rows":
-            taking_part, rows, default = self.arrays
-            values = np.repeat(default[:, None], len(ranks), axis=1)
-            if len(taking_part) == 1:  # one rank's row, the default elsewhere
-                values[:, ranks == taking_part[0]] = rows
-                return self._runs(values)
-            order = np.argsort(taking_part)
-            at = np.minimum(np.searchsorted(taking_part, ranks, sorter=order),
-                            len(taking_part) - 1)  # where each rank would be among them
-            mine = taking_part[order[at]] == ranks
-            values[:, mine] = rows[:, order[at[mine]]]
-        else:
-            values = self.arrays[0][:, ranks]
-        return self._runs(values)
-
-    def _runs(self, values: np.ndarray) -> np.ndarray:
-        """``values`` with each row's run c, c+1, ... written out where only c is kept."""
-        if self.first_only:
-            values = values[..., :1] + np.arange(self.n_moved)
-        return values.astype(np.int32, copy=False)
-
-
-def compact(table: np.ndarray, first_only: bool = False, n_chunks: int = 0) -> Ids:
-    """``table`` (n_steps, n_ranks, n_moved) in the most compact form that reproduces it
-    (``n_chunks``: the schedule's, a modulus worth trying)."""
-    n_steps, n_ranks, n_moved = table.shape
-    form = partial(Ids, n_steps=n_steps, n_moved=n_moved, first_only=first_only)
-    if first_only:
-        table = table[..., :1]
-    ranks = np.arange(n_ranks)[None, :, None]
-    first = table[:, 0, :]  # (n_steps, n_moved)
-    if n_ranks > 1:
-        for modulus in sorted({int(table.max()) + 1, n_ranks, n_chunks} - {0}):
-            offset = first // modulus * modulus
-            base, stride = first - offset, (table[:, 1, :] - first) % modulus
-            values = offset[:, None] + (base[:, None] + stride[:, None] * ranks) % modulus
-            if np.array_equal(values, table):
-                return form(kind="affine", arrays=_int32(*_over_steps(base, stride, offset,
-                                                                      modulus)),
-                            modulus=modulus)
-        if np.array_equal(first[:, None] ^ ranks, table):
-            return form(kind="xor", arrays=_int32(first))
-    per_rank = table.transpose(1, 0, 2).reshape(n_ranks, -1)  # (n_ranks, n_steps·n_moved)
-    rows, counts = np.unique(per_rank, axis=0, return_counts=True)
-    default = rows[np.argmax(counts)]  # what most ranks hold: the idle ones'
-    taking_part = np.flatnonzero((per_rank != default).any(axis=1))
-    if 0 < len(taking_part) <= n_ranks // 2:
-        return form(kind="rows", arrays=_int32(taking_part, table[:, taking_part],
-                                               default.reshape(n_steps, -1)))
-    return form(kind="table", arrays=_int32(table))
-
-
-def _over_steps(base, stride, offset, modulus: int) -> tuple:
-    """(base, stride, offset, per_step) of an affine table: where the rounds of a loop move
-    its ids by a constant (a ring's (r - step) mod n), one row each and ``per_step``;
-    otherwise a row per step and ``per_step`` 0."""
-    per_step = (base[1:2] - base[:1]) % modulus  # (1, n_moved)
-    steps = np.arange(base.shape[0])[:, None]
-    if (base.shape[0] > 1 and (stride == stride[0]).all() and (offset == offset[0]).all()
-            and np.array_equal((base[0] + per_step * steps) % modulus, base)):
-        return base[:1], stride[:1], offset[:1], per_step
-    return base, stride, offset, np.zeros_like(base[:1])
-
-
 def _compact_mask(mask: np.ndarray | None) -> Ids | None:
     """A (1, n_ranks) boolean mask as compact Ids (1 where True)."""
     return None if mask is None else compact(mask.astype(np.int32)[..., None])
-
-
-def _int32(*arrays) -> tuple:
-    return tuple(np.asarray(a, dtype=np.int32) for a in arrays)
 
 
 @dataclass(frozen=True)
@@ -271,11 +162,11 @@ def _explicit_ids(rows: np.ndarray, ranks: list[int], n_ranks: int, first_only: 
     if len(ranks) == 1 and sending:
         default = np.broadcast_to(np.arange(kept.shape[2]), kept[:, 0].shape)
         return Ids("rows", n_steps=n_steps, n_moved=n_moved, first_only=first_only,
-                   arrays=_int32(ranks, kept, default))
+                   arrays=int32s(ranks, kept, default))
     if len(ranks) == 1:
         zeros = np.zeros_like(kept[:, 0])
         return Ids("affine", n_steps=n_steps, n_moved=n_moved, first_only=first_only,
-                   arrays=_int32(kept[:, 0], zeros, zeros, zeros[:1]),
+                   arrays=int32s(kept[:, 0], zeros, zeros, zeros[:1]),
                    modulus=max(n_chunks, int(kept.max(initial=0)) + 1))
     table = np.tile(np.arange(n_moved, dtype=np.int32), (n_steps, n_ranks, 1))
     table[:, ranks] = rows
@@ -304,7 +195,7 @@ def _symmetric_sender_first(matching: Matching, n_ranks: int, symmetry: Symmetry
     if symmetry.kind != "xor" or not matching.reduce:
         return _compact_mask(_lower_sender_first(matching, n_ranks))
     d = matching.perm[0][1]  # rank 0's partner
-    return Ids("xor", n_steps=1, n_moved=1, arrays=_int32(np.zeros((1, 1))),
+    return Ids("xor", n_steps=1, n_moved=1, arrays=int32s(np.zeros((1, 1))),
                mask=1 << (d.bit_length() - 1))
 
 
@@ -316,13 +207,13 @@ def _symmetric_ids(rows: np.ndarray, first_only: bool, symmetry: Symmetry) -> Id
         rows = rows[:, :1]
     form = dict(n_steps=n_steps, n_moved=n_moved, first_only=first_only)
     if symmetry.kind == "xor":
-        return Ids("xor", arrays=_int32(rows), mask=symmetry.mask, **form)
+        return Ids("xor", arrays=int32s(rows), mask=symmetry.mask, **form)
     m = symmetry.modulus
     base, offset = rows % m, rows - rows % m
     stride = np.full_like(rows, symmetry.stride % m)
     if symmetry.kind == "mirror":
-        return Ids("mirror", arrays=_int32(base, stride, offset), modulus=m, **form)
-    return Ids("affine", arrays=_int32(*_over_steps(base, stride, offset, m)), modulus=m, **form)
+        return Ids("mirror", arrays=int32s(base, stride, offset), modulus=m, **form)
+    return Ids("affine", arrays=int32s(*over_steps(base, stride, offset, m)), modulus=m, **form)
 
 
 def _contiguous_everywhere(rows: np.ndarray, symmetry: Symmetry) -> bool:

@@ -22,224 +22,553 @@ the checked plan.
   local transfer); a matching's receiver mask is its receivers; where the round is one scatter,
   no rank writes a chunk twice in it.
 
+The rounds are checked all at once, not one by one: a plan of thousands of rounds is a few
+numpy operations on arrays of all its transfers (``ids.id_values`` reads every table in one
+go; a run of ids is compared by its first), about 7% of the time making the plans takes over
+the registered algorithms at 1024 ranks (``python bench/plan_check.py``).
+
 Which NaN a reduce keeps when both operands are NaN (``lower_sender_first``) is the executor's
 tie-break, not data movement; tests/test_reliability.py checks it.
 """
 
 from __future__ import annotations
 
+from itertools import chain
 from math import gcd
+from typing import NamedTuple
 
 import numpy as np
 
+from .ids import id_values
 from .schedules import Round, Schedule, ScheduleError, Symmetry
 
 
 class _Disagrees(Exception):
-    """The plan does something the round does not (the message says what)."""
+    """The plan does something the round does not (the message says what); ``at`` is the
+    plan's segment where it does."""
+
+    def __init__(self, message: str, at: int | None = None):
+        super().__init__(message)
+        self.at = at
 
 
 def check(schedule: Schedule, segments) -> None:
     """Raise ScheduleError unless ``segments`` (``plan.lower``'s) run exactly ``schedule``'s
     rounds at every rank."""
-    taking_place = [i for i, r in enumerate(schedule.rounds) if r.base]  # empty rounds: no op
-    at = 0
-    for segment in segments:
-        indices = taking_place[at:at + segment.n_steps]
-        try:
-            if len(indices) < segment.n_steps:
-                raise _Disagrees(f"the plan runs {at + segment.n_steps} rounds, the schedule "
-                                 f"{len(taking_place)}")
+    placed = _placed(schedule, segments)
+    explicit, symmetric = [], []
+    try:
+        for k, (segment, indices) in enumerate(placed):
             rounds = [schedule.rounds[i] for i in indices]
-            symmetric = rounds[0].symmetry is not None
-            _check_matchings(segment, schedule.n_ranks, symmetric)
-            if all(r.symmetry is not None for r in rounds):
-                _check_symmetric(segment, rounds, schedule.n_ranks)
-            elif all(r.symmetry is None for r in rounds):
-                _check_explicit(segment, rounds, schedule.n_ranks, schedule.buffer_chunks)
-            else:
-                raise _Disagrees("one loop runs symmetric and explicit rounds")
-        except _Disagrees as error:
-            first = indices[0] if indices else len(schedule.rounds)
-            last = indices[-1] if indices else first
-            where = f"round {first}" if first == last else f"rounds {first}..{last}"
-            raise ScheduleError(f"{schedule.name}: {where}: the lowered program disagrees with "
-                                f"the schedule: {error} (a bug in jaxcoll's lowering; nothing "
-                                "was run)") from None
+            kinds = {r.symmetry is None for r in rounds}
+            if len(kinds) > 1:
+                raise _Disagrees("one loop runs symmetric and explicit rounds", k)
+            _check_shapes(k, segment)
+            (explicit if kinds == {True} else symmetric).append((k, segment, indices, rounds))
+        _check_explicit(explicit, schedule.n_ranks, schedule.buffer_chunks)
+        _check_symmetric(symmetric, schedule.n_ranks)
+    except _Disagrees as error:
+        indices = placed[error.at][1]
+        where = (f"round {indices[0]}" if len(indices) == 1 else
+                 f"rounds {indices[0]}..{indices[-1]}")
+        raise ScheduleError(f"{schedule.name}: {where}: the lowered program disagrees with "
+                            f"the schedule: {error} (a bug in jaxcoll's lowering; nothing "
+                            "was run)") from None
+
+
+def _placed(schedule: Schedule, segments) -> list[tuple[object, list[int]]]:
+    """Each segment with the indices of the rounds it runs (empty rounds run nothing)."""
+    taking_place = [i for i, r in enumerate(schedule.rounds) if r.base]
+    placed, at = [], 0
+    for segment in segments:
+        placed.append((segment, taking_place[at:at + segment.n_steps]))
         at += segment.n_steps
+        if at > len(taking_place):
+            break
     if at != len(taking_place):
         raise ScheduleError(f"{schedule.name}: the lowered program runs {at} rounds, the "
                             f"schedule {len(taking_place)} (a bug in jaxcoll's lowering; "
                             "nothing was run)")
+    return placed
 
 
-def _check_matchings(segment, n_ranks: int, symmetric: bool) -> None:
-    """Each ppermute a partial permutation of the ranks, its tables the segment's shape, its
-    receiver mask its receivers (a symmetric round's pairs are checked in _check_symmetric)."""
+def _check_shapes(k: int, segment) -> None:
+    """Each ppermute's tables are for the segment's steps and the chunks it moves."""
     for j, matching in enumerate(segment.matchings):
         for ids in (segment.send_ids[j], segment.recv_ids[j]):
             if (ids.n_steps, ids.n_moved) != (segment.n_steps, matching.n_moved):
                 raise _Disagrees(f"ppermute {j}'s ids are for {ids.n_steps} steps of "
                                  f"{ids.n_moved} chunks, not {segment.n_steps} of "
-                                 f"{matching.n_moved}")
-        if symmetric:  # every rank sends and receives once: no mask
-            if segment.receivers[j] is not None:
-                raise _Disagrees(f"ppermute {j} masks receivers, but every rank receives")
-            continue
-        senders, receivers = (set(side) for side in zip(*matching.perm))
-        if not (len(senders) == len(receivers) == len(matching.perm)):
-            raise _Disagrees(f"a rank sends or receives twice in ppermute {j}")
-        if not senders | receivers <= set(range(n_ranks)):
-            raise _Disagrees(f"ppermute {j} has pairs outside ranks 0..{n_ranks - 1}")
-        mask = segment.receivers[j]
-        flags = None if mask is None else mask.rows(np.arange(n_ranks))[0, :, 0] != 0
-        if (len(receivers) < n_ranks if flags is None else
-                np.count_nonzero(flags) != len(receivers) or not flags[list(receivers)].all()):
-            masked = range(n_ranks) if flags is None else np.flatnonzero(flags).tolist()
-            raise _Disagrees(f"ppermute {j}'s receiver mask is ranks {list(masked)}, its "
-                             f"receivers {sorted(receivers)}")
+                                 f"{matching.n_moved}", k)
 
 
-def _check_explicit(segment, rounds: list[Round], n_ranks: int, n_chunks: int) -> None:
-    """The plan's transfers, step by step, are the rounds' transfers (as multisets)."""
-    planned = []  # per matching: (n_steps, n_pairs, 3 + 2 n_moved) rows src, dst, reduce, ids
-    for j, matching in enumerate(segment.matchings):
-        pairs = np.array(matching.perm, dtype=np.int64)  # (n_pairs, 2)
-        sends = segment.send_ids[j].rows(pairs[:, 0])  # (n_steps, n_pairs, n_moved)
-        recvs = segment.recv_ids[j].rows(pairs[:, 1])
-        fixed = np.broadcast_to(np.column_stack([pairs, np.full(len(pairs), matching.reduce)]),
-                                (segment.n_steps, len(pairs), 3))
-        planned.append(np.concatenate([fixed, sends, recvs], axis=2))
-    for step, round_ in enumerate(rounds):
-        want = _by_width([_row(t) for t in round_.base])
-        got = {}
-        for rows in planned:
-            got.setdefault(rows.shape[2], []).append(rows[step])
-        got = {width: np.concatenate(parts) for width, parts in got.items()}
-        if want.keys() != got.keys() or any(
-                not np.array_equal(_sorted(got[k]), _sorted(want[k])) for k in want):
-            extra, missing = _difference(got, want), _difference(want, got)
-            raise _Disagrees(f"round {step} of the loop: the plan moves {extra}, the schedule "
-                             f"{missing}")
-    if segment.one_write:  # one scatter: no rank may write a chunk twice in a round
-        n_moved = [(rows.shape[2] - 3) // 2 for rows in planned]
-        _distinct(np.concatenate([
-            (rows[..., 1:2] * n_chunks + rows[..., 3 + k:]).reshape(segment.n_steps, -1)
-            for rows, k in zip(planned, n_moved)], axis=1))
+# --- explicit rounds: the plan's transfers are the rounds' ---------------------------------
+
+class _Matchings:
+    """Every ppermute of the explicit segments, flattened: per ppermute p its segment
+    (``at``), position in it (``j``), ppermute, steps and first pair, and every pair."""
+
+    def __init__(self, explicit):
+        self.at, self.j, self.matchings, self.segments, self.indices = [], [], [], [], []
+        pairs = []
+        for k, segment, indices, _ in explicit:
+            for j, matching in enumerate(segment.matchings):
+                self.at.append(k)
+                self.j.append(j)
+                self.matchings.append(matching)
+                self.segments.append(segment)
+                self.indices.append(indices)
+                pairs.extend(matching.perm)
+        self.n_pairs = np.array([len(m.perm) for m in self.matchings], dtype=np.int64)
+        self.first_pair = np.cumsum(self.n_pairs) - self.n_pairs
+        self.pairs = np.array(pairs, dtype=np.int64).reshape(-1, 2)  # (all pairs, 2)
+        self.pair_of = np.repeat(np.arange(len(self.matchings)), self.n_pairs)
+
+    def pairs_of(self, p: int) -> np.ndarray:
+        """(n_pairs, 2): ppermute p's pairs."""
+        return self.pairs[self.first_pair[p]:self.first_pair[p] + self.n_pairs[p]]
 
 
-def _row(t) -> tuple:
-    return (t.src, t.dst, int(t.reduce), *t.chunks, *t.into)
+class _Rows:
+    """(transfers, n_moved) chunk ids, kept as each row's first id (``first``) where every
+    row is a run c, c + 1, ... (a broadcast's whole buffer: no million-id arrays)."""
+
+    def __init__(self, n_moved: int, full: np.ndarray | None = None,
+                 first: np.ndarray | None = None):
+        self.n_moved, self.full, self.first = n_moved, full, first
+
+    def rows(self, picked=slice(None)) -> np.ndarray:
+        if self.full is not None:
+            return self.full[picked]
+        return self.first[picked][:, None] + np.arange(self.n_moved)
+
+    def equal(self, other: "_Rows", order: np.ndarray) -> bool:
+        """True if this one's rows ``order`` are the other's rows."""
+        if self.first is not None and other.first is not None:
+            return np.array_equal(self.first[order], other.first)
+        return np.array_equal(self.rows(order), other.rows())
 
 
-def _by_width(rows: list[tuple]) -> dict[int, np.ndarray]:
-    """Transfers' rows (src, dst, reduce, chunks..., into...) grouped by length, as arrays."""
-    groups: dict[int, list] = {}
-    for row in rows:
-        groups.setdefault(len(row), []).append(row)
-    return {k: np.array(v, dtype=np.int64) for k, v in groups.items()}
+class _Moves:
+    """Transfers of one width (chunks moved): ``heads`` (transfers, 4 or 5) round, src, dst,
+    reduce (and the plan's ppermute p), and the ids ``sent`` and received ``into``."""
+
+    def __init__(self, heads: np.ndarray, sent: _Rows, into: _Rows):
+        self.heads, self.sent, self.into = heads, sent, into
+
+    def rows(self) -> np.ndarray:
+        """(transfers, 4 + 2 n_moved): round, src, dst, reduce, ids sent, ids received into."""
+        return np.column_stack([self.heads[:, :4], self.sent.rows(), self.into.rows()])
+
+    def key(self, n_ranks: int) -> np.ndarray:
+        """(round, src, dst, reduce) as one number per transfer."""
+        h = self.heads
+        return ((h[:, 0] * n_ranks + h[:, 1]) * n_ranks + h[:, 2]) * 2 + h[:, 3]
+
+
+def _check_explicit(explicit, n_ranks: int, n_chunks: int) -> None:
+    """The plan's transfers, round by round, are the rounds' transfers (as multisets)."""
+    if not explicit:
+        return
+    m = _Matchings(explicit)
+    _check_permutations(m, n_ranks)
+    _check_receivers(m, n_ranks)
+    planned, wanted = _planned_moves(m), _scheduled_moves(explicit)
+    for n_moved in sorted(wanted.keys() | planned.keys()):
+        got, want = planned.get(n_moved), wanted.get(n_moved)
+        if got is None or want is None or not _same_moves(got, want, n_ranks):
+            empty = np.zeros((0, 4 + 2 * n_moved), np.int64)
+            _refuse_moves(explicit, empty if got is None else got.rows(),
+                          empty if want is None else want.rows())
+    _check_one_write(m, planned, n_ranks, n_chunks)
+
+
+def _same_moves(got: _Moves, want: _Moves, n_ranks: int) -> bool:
+    """True if two sets of transfers are equal as multisets: paired by (round, src, dst,
+    reduce) where no two share those, else compared as sorted rows."""
+    if len(got.heads) != len(want.heads):
+        return False
+    key_got, key_want = got.key(n_ranks), want.key(n_ranks)
+    order_got, order_want = np.argsort(key_got), np.argsort(key_want)
+    if not np.array_equal(key_got[order_got], key_want[order_want]):
+        return False
+    if (np.diff(key_want[order_want]) == 0).any():  # two alike transfers in a round
+        return np.array_equal(_sorted(got.rows()), _sorted(want.rows()))
+    mine = np.empty_like(order_got)
+    mine[order_want] = order_got  # the planned transfer paired with each scheduled one
+    return got.sent.equal(want.sent, mine) and got.into.equal(want.into, mine)
+
+
+def _refuse_moves(explicit, got: np.ndarray, want: np.ndarray) -> None:
+    """Raise, naming the first round whose planned and scheduled transfers differ."""
+    i = _first_differing_round(got, want)
+    k, step = next((k, indices.index(i)) for k, _, indices, _ in explicit if i in indices)
+    raise _Disagrees(f"round {step} of the loop: the plan moves {_difference(got, want, i)}, "
+                     f"the schedule {_difference(want, got, i)}", k)
+
+
+def _check_permutations(m: _Matchings, n_ranks: int) -> None:
+    """Each ppermute a partial permutation of the ranks."""
+    if len(m.pairs) and (m.pairs.min() < 0 or m.pairs.max() >= n_ranks):
+        outside = (m.pairs < 0).any(axis=1) | (m.pairs >= n_ranks).any(axis=1)
+        bad = int(m.pair_of[np.argmax(outside)])
+        raise _Disagrees(f"ppermute {m.j[bad]} has pairs outside ranks 0..{n_ranks - 1}",
+                         m.at[bad])
+    for side in (0, 1):
+        ordered = np.sort(m.pair_of * n_ranks + m.pairs[:, side])  # (ppermute, rank): once
+        twice = np.flatnonzero(ordered[1:] == ordered[:-1])
+        if len(twice):
+            bad = int(ordered[twice[0]] // n_ranks)
+            raise _Disagrees(f"a rank sends or receives twice in ppermute {m.j[bad]}",
+                             m.at[bad])
+
+
+def _check_receivers(m: _Matchings, n_ranks: int) -> None:
+    """A ppermute's receiver mask flags exactly its receivers (no mask: every rank receives).
+    A mask of few ranks' rows is read at those ranks (every other rank holds its default
+    row: 0, not flagged), any other mask at every rank."""
+    items, owners = [], []  # (mask, the ranks it is read at), and its ppermute p
+    everyone = np.arange(n_ranks)
+    for p, matching in enumerate(m.matchings):
+        mask = m.segments[p].receivers[m.j[p]]
+        if mask is not None:
+            few = mask.kind == "rows" and not mask.arrays[2].any()
+            items.append((mask, mask.arrays[0] if few else everyone))
+            owners.append(p)
+        elif len(matching.perm) != n_ranks:
+            raise _Disagrees(f"ppermute {m.j[p]} masks no receivers, but only "
+                             f"{len(matching.perm)} of {n_ranks} ranks receive", m.at[p])
+    if not items:
+        return
+    sizes = [np.size(ranks) for _, ranks in items]
+    ranks = np.concatenate([np.asarray(r, dtype=np.int64).ravel() for _, r in items])
+    flagged = (np.repeat(owners, sizes) * n_ranks + ranks)[id_values(items) != 0]
+    masked = np.isin(m.pair_of, owners)
+    receivers = m.pair_of[masked] * n_ranks + m.pairs[masked, 1]  # (ppermute, rank)
+    flagged, receivers = np.sort(flagged), np.sort(receivers)
+    if len(flagged) != len(receivers) or (flagged != receivers).any():
+        bad = np.setxor1d(flagged, receivers)  # else a rank is read twice: flagged twice
+        p = int((bad[0] if len(bad) else flagged[np.argmax(np.diff(flagged) == 0)]) // n_ranks)
+        masked = np.flatnonzero(m.segments[p].receivers[m.j[p]].rows(np.arange(n_ranks)))
+        raise _Disagrees(f"ppermute {m.j[p]}'s receiver mask is ranks {masked.tolist()}, "
+                         f"its receivers {sorted(int(d) for d in m.pairs_of(p)[:, 1])}",
+                         m.at[p])
+
+
+def _planned_moves(m: _Matchings) -> dict[int, _Moves]:
+    """Per number of chunks moved: the plan's transfers, every pair at every step of every
+    ppermute, with the ppermute p in the heads' last column (every table read in one go)."""
+    by_moved: dict[int, list[int]] = {}
+    for p, matching in enumerate(m.matchings):
+        by_moved.setdefault(matching.n_moved, []).append(p)
+    groups = list(by_moved.items())
+    sent = _ids_of([(m.segments[p].send_ids[m.j[p]], m.pairs_of(p)[:, 0])
+                    for _, which in groups for p in which], groups)
+    into = _ids_of([(m.segments[p].recv_ids[m.j[p]], m.pairs_of(p)[:, 1])
+                    for _, which in groups for p in which], groups)
+    moves = {}
+    for (n_moved, which), sent_rows, into_rows in zip(groups, sent, into):
+        which = np.array(which)
+        n_steps = np.array([m.segments[p].n_steps for p in which], dtype=np.int64)
+        counts = n_steps * m.n_pairs[which]
+        of = np.repeat(np.arange(len(which)), counts)  # each entry's ppermute, in which
+        local = np.arange(len(of)) - (np.cumsum(counts) - counts)[of]
+        step, pair = local // m.n_pairs[which][of], local % m.n_pairs[which][of]
+        pairs = m.pairs[m.first_pair[which][of] + pair]  # (entries, 2)
+        indices = np.concatenate([m.indices[p] for p in which]).astype(np.int64)
+        rounds = indices[(np.cumsum(n_steps) - n_steps)[of] + step]
+        reduce = np.array([m.matchings[p].reduce for p in which], dtype=np.int64)[of]
+        moves[n_moved] = _Moves(np.column_stack([rounds, pairs, reduce, which[of]]),
+                                sent_rows, into_rows)
+    return moves
+
+
+def _ids_of(items, groups) -> list[_Rows]:
+    """Per group of ppermutes moving n chunks, the ids of its (ids, ranks) items (in the
+    groups' order), a row per step and rank: runs by their first ids where every item of the
+    group keeps only those."""
+    kept = id_values(items, runs=False)
+    sizes = [ids.n_steps * len(ranks) * (1 if ids.first_only else ids.n_moved)
+             for ids, ranks in items]
+    ends = np.cumsum(sizes)
+    out, at = [], 0
+    for n_moved, which in groups:
+        mine, start = items[at:at + len(which)], (ends[at - 1] if at else 0)
+        values = kept[start:ends[at + len(which) - 1]]
+        first_only = {ids.first_only for ids, _ in mine}
+        if first_only == {True}:
+            out.append(_Rows(n_moved, first=values))
+        elif first_only == {False}:
+            out.append(_Rows(n_moved, full=values.reshape(-1, n_moved)))
+        else:  # some runs, some not: write the runs out
+            out.append(_Rows(n_moved, full=id_values(mine).reshape(-1, n_moved)))
+        at += len(which)
+    return out
+
+
+def _scheduled_moves(explicit) -> dict[int, _Moves]:
+    """Per number of chunks moved: the rounds' transfers. Transfers often share their tuples
+    of ids (into is chunks; one tuple for every round of a broadcast): each is read once."""
+    groups: dict[int, tuple[list, list, list, dict]] = {}
+    for _, _, indices, rounds in explicit:
+        for i, round_ in zip(indices, rounds):
+            for t in round_.base:
+                heads, chunks, into, slots = groups.setdefault(len(t.chunks), ([], [], [], {}))
+                heads.append((i, t.src, t.dst, t.reduce))
+                chunks.append(slots.setdefault(id(t.chunks), (len(slots), t.chunks))[0])
+                into.append(slots.setdefault(id(t.into), (len(slots), t.into))[0])
+    moves = {}
+    for n_moved, (heads, chunks, into, slots) in groups.items():
+        tuples = chain.from_iterable(ids for _, ids in slots.values())
+        distinct = np.fromiter(tuples, np.int64, len(slots) * n_moved).reshape(-1, n_moved)
+        runs = (np.diff(distinct, axis=1) == 1).all(axis=1)
+        moves[n_moved] = _Moves(np.array(heads, dtype=np.int64),
+                                *(_Rows(n_moved, first=distinct[picked, 0]) if runs[picked].all()
+                                  else _Rows(n_moved, full=distinct[picked])
+                                  for picked in (np.array(chunks), np.array(into))))
+    return moves
 
 
 def _sorted(rows: np.ndarray) -> np.ndarray:
-    """Transfers' rows in order: of (src, dst, reduce) where no two share them, else of all."""
-    if len(rows) < 2:
-        return rows
-    key = (rows[:, 0] * (rows[:, 1].max() + 1) + rows[:, 1]) * 2 + rows[:, 2]
-    order = np.argsort(key, kind="stable")
-    if (np.diff(key[order]) == 0).any():
-        order = np.lexsort(rows.T[::-1])
-    return rows[order]
+    """Rows in lexicographic order."""
+    return rows[np.lexsort(rows.T[::-1])] if len(rows) > 1 else rows
 
 
-def _difference(these: dict, those: dict) -> list[str]:
-    """The transfers of ``these`` that ``those`` lacks, written as transfers (for errors)."""
+def _first_differing_round(these: np.ndarray, those: np.ndarray) -> int:
+    """The first round whose rows differ between two sets of rows (round in column 0)."""
+    for i in np.union1d(these[:, 0], those[:, 0]).tolist():
+        a, b = these[these[:, 0] == i], those[those[:, 0] == i]
+        if a.shape != b.shape or not np.array_equal(_sorted(a), _sorted(b)):
+            return i
+    raise AssertionError("the rows differ in no round")
+
+
+def _difference(these: np.ndarray, those: np.ndarray, round_: int) -> list[str]:
+    """Round ``round_``'s transfers in ``these`` that ``those`` lacks, written as transfers."""
+    known = {tuple(r) for r in those[those[:, 0] == round_].tolist()}
     lacking = []
-    for width, rows in these.items():
-        known = {tuple(r) for r in those.get(width, np.zeros((0, width), np.int64)).tolist()}
-        for src, dst, reduce, *ids in rows.tolist():
-            if (src, dst, reduce, *ids) not in known:
-                half = len(ids) // 2
-                lacking.append(f"{src}->{dst} {ids[:half]}>{ids[half:]}{'+' if reduce else '='}")
+    for _, src, dst, reduce, *ids in these[these[:, 0] == round_].tolist():
+        if (round_, src, dst, reduce, *ids) not in known:
+            half = len(ids) // 2
+            lacking.append(f"{src}->{dst} {ids[:half]}>{ids[half:]}{'+' if reduce else '='}")
     return lacking[:3]
 
 
-def _distinct(keys: np.ndarray) -> None:
-    """(n_steps, n_writes) keys of (rank, chunk) written: none twice in a step."""
-    ordered = np.sort(keys, axis=1)
-    twice = (ordered[:, 1:] == ordered[:, :-1]).any(axis=1)
-    if twice.any():
-        raise _Disagrees(f"round {int(np.argmax(twice))} of the loop is one scatter, but a rank "
-                         "writes a chunk twice in it")
+def _check_one_write(m: _Matchings, planned: dict, n_ranks: int, n_chunks: int) -> None:
+    """Where a segment is one scatter, no rank writes a chunk twice in one of its rounds.
+    A transfer writes distinct chunks (Transfer refuses others), so only a rank that receives
+    more than one transfer in a round is looked at."""
+    one_write = np.array([segment.one_write for segment in m.segments], dtype=bool)
+    picked = [one_write[g.heads[:, 4]] for g in planned.values()]
+    takers = [(g.heads[at, 0] * n_ranks + g.heads[at, 2])  # (round, receiver) per transfer
+              for g, at in zip(planned.values(), picked)]
+    values, counts = np.unique(np.concatenate(takers), return_counts=True)
+    shared = values[counts > 1]
+    if not len(shared):
+        return
+    keys, ids, owners = [], [], []  # per id written: (round, receiver), id, ppermute
+    for g, at, taker in zip(planned.values(), picked, takers):
+        looked_at = np.flatnonzero(at)[np.isin(taker, shared)]
+        keys.append(np.repeat(g.heads[looked_at, 0] * n_ranks + g.heads[looked_at, 2],
+                              g.into.n_moved))
+        ids.append(g.into.rows(looked_at).ravel())
+        owners.append(np.repeat(g.heads[looked_at, 4], g.into.n_moved))
+    keys, ids, owners = map(np.concatenate, (keys, ids, owners))
+    span = max(n_chunks, int(ids.max(initial=0)) + 1)
+    order = np.argsort(keys * span + ids, kind="stable")
+    twice = np.flatnonzero(np.diff((keys * span + ids)[order]) == 0)
+    if len(twice):
+        p, i = int(owners[order[twice[0]]]), int(keys[order[twice[0]]] // n_ranks)
+        raise _Disagrees(f"round {m.indices[p].index(i)} of the loop is one scatter, but a "
+                         "rank writes a chunk twice in it", m.at[p])
 
 
-def _check_symmetric(segment, rounds: list[Round], n_ranks: int) -> None:
+# --- symmetric rounds: rank 0 checked, the rest by the symmetry ----------------------------
+
+class _Table(NamedTuple):
+    """One table of ids of a symmetric segment k's ppermute j: what rank 0 sends (or
+    receives into, from q0), as the plan stores it (``ids``) and as the schedule says
+    (``scheduled``: the ids of each step, one after the other)."""
+
+    k: int
+    j: int
+    what: str
+    ids: object
+    symmetry: Symmetry
+    q0: int
+    n_steps: int
+    n_moved: int
+    scheduled: object
+
+
+def _check_symmetric(symmetric, n_ranks: int) -> None:
     """Rank 0's transfers and receipts checked; the rest follows by the symmetry (above)."""
-    symmetry = rounds[0].symmetry
-    if symmetry.n_ranks != n_ranks or (symmetry.kind == "xor" and n_ranks & (n_ranks - 1)) or (
-            symmetry.kind != "xor" and symmetry.stride * n_ranks % symmetry.modulus):
-        raise _Disagrees(f"{symmetry} is not a group action on the {n_ranks} ranks (its moves "
-                         "do not compose as the ranks' do), which running rank 0's program "
-                         "moved by the rank needs")
-    shapes = [(t.dst, len(t.chunks), t.reduce) for t in rounds[0].base]
-    for round_ in rounds:
+    actions: dict[Symmetry, bool] = {}
+    tables: list[_Table] = []
+    for k, segment, _, rounds in symmetric:
+        symmetry = rounds[0].symmetry
+        if symmetry not in actions:
+            actions[symmetry] = _group_action(symmetry, n_ranks)
+        if not actions[symmetry]:
+            raise _Disagrees(f"{symmetry} is not a group action on the {n_ranks} ranks (its "
+                             "moves do not compose as the ranks' do), which running rank 0's "
+                             "program moved by the rank needs", k)
+        tables += _rank_0_tables(k, segment, rounds, symmetry)
+    if not tables:
+        return
+    want = _scheduled_at_rank_0(tables)
+    got = id_values([(t.ids, [0]) for t in tables])
+    if not np.array_equal(got, want):
+        at = np.cumsum([t.n_steps * t.n_moved for t in tables])
+        i = int(np.searchsorted(at, np.argmax(got != want), side="right"))
+        t, start = tables[i], at[i] - tables[i].n_steps * tables[i].n_moved
+        mine = got[start:at[i]].reshape(t.n_steps, t.n_moved)
+        rows = want[start:at[i]].reshape(t.n_steps, t.n_moved)
+        step = int(np.argmax((mine != rows).any(axis=1)))
+        raise _Disagrees(f"round {step} of the loop: rank 0 {t.what} chunks "
+                         f"{mine[step].tolist()} in ppermute {t.j}, the schedule "
+                         f"{rows[step].tolist()}", t.k)
+    _moves_as_symmetry(tables, want)
+    _writes_once(tables, want, {k for k, segment, _, _ in symmetric if segment.one_write})
+
+
+def _group_action(symmetry: Symmetry, n_ranks: int) -> bool:
+    """True if the symmetry's moves compose as the ranks do (checked again here: a Symmetry
+    can be made without its constructor)."""
+    if symmetry.n_ranks != n_ranks:
+        return False
+    if symmetry.kind == "xor":
+        return not n_ranks & (n_ranks - 1)
+    return not symmetry.stride * n_ranks % symmetry.modulus
+
+
+def _rank_0_tables(k: int, segment, rounds: list[Round], symmetry: Symmetry) -> list[_Table]:
+    """Per ppermute, what rank 0 sends and what it receives into; refused where the rounds'
+    partners or the ppermutes' pairs are not the symmetry's."""
+    base = rounds[0].base
+    shapes = [(t.dst, len(t.chunks), t.reduce) for t in base]
+    for round_ in rounds[1:]:
         if round_.symmetry != symmetry or [(t.dst, len(t.chunks), t.reduce)
                                            for t in round_.base] != shapes:
-            raise _Disagrees("one loop runs rounds of different symmetries or partners")
+            raise _Disagrees("one loop runs rounds of different symmetries or partners", k)
     if len(shapes) != len(segment.matchings):
         raise _Disagrees(f"{len(segment.matchings)} ppermutes for {len(shapes)} transfers of "
-                         "rank 0")
-    received = []
+                         "rank 0", k)
+    tables = []
     for j, (matching, (dst, n_moved, reduce)) in enumerate(zip(segment.matchings, shapes)):
+        if segment.receivers[j] is not None:  # every rank sends and receives once: no mask
+            raise _Disagrees(f"ppermute {j} masks receivers, but every rank receives", k)
         # the pairs verify expands the round to (Symmetry.partners), the same tuple or equal
         pairs = symmetry.pairs(dst)
         if (n_moved, reduce) != (matching.n_moved, matching.reduce) or (
                 matching.perm is not pairs and matching.perm != pairs):
             raise _Disagrees(f"ppermute {j} is not every rank's copy of rank 0's transfer to "
-                             f"rank {dst}")
+                             f"rank {dst}", k)
         q0 = symmetry.sender(dst)  # who sends to rank 0: its pair is (q0, 0)
         if pairs[q0] != (q0, 0):
-            raise _Disagrees(f"rank {q0}'s copy of rank 0's transfer to {dst} is not to rank 0")
-        sends = np.array([round_.base[j].chunks for round_ in rounds])  # (n_steps, n_moved)
-        recvs = symmetry.chunk(np.array([round_.base[j].into for round_ in rounds]), q0)
-        for what, ids, want in (("sends", segment.send_ids[j], sends),
-                                ("receives into", segment.recv_ids[j], recvs)):
-            got = ids.rows([0])[:, 0]
-            if not np.array_equal(got, want):
-                step = int(np.argmax((got != want).any(axis=1)))
-                raise _Disagrees(f"round {step} of the loop: rank 0 {what} chunks "
-                                 f"{got[step].tolist()} in ppermute {j}, the schedule "
-                                 f"{want[step].tolist()}")
-            _moves_as_symmetry(ids, symmetry, want[:, 0], f"ppermute {j}'s ids")
-        received.append(recvs)
-    if segment.one_write:  # every rank's writes are rank 0's moved by one bijection
-        _distinct(np.concatenate(received, axis=1))
+            raise _Disagrees(f"rank {q0}'s copy of rank 0's transfer to {dst} is not to "
+                             "rank 0", k)
+        shape = (len(rounds), n_moved)
+        tables += [_Table(k, j, "sends", segment.send_ids[j], symmetry, q0, *shape,
+                          [round_.base[j].chunks for round_ in rounds]),
+                   _Table(k, j, "receives into", segment.recv_ids[j], symmetry, q0, *shape,
+                          [round_.base[j].into for round_ in rounds])]
+    return tables
 
 
-def _moves_as_symmetry(ids, symmetry: Symmetry, first: np.ndarray, what: str) -> None:
-    """The ids at every rank r are their rank 0 row moved by r (``first``: rank 0's first id
-    per step): the compact form is the symmetry's own, and a run stays a run."""
-    n, kind = symmetry.n_ranks, symmetry.kind
-    if n == 1:
+def _scheduled_at_rank_0(tables: list[_Table]) -> np.ndarray:
+    """Every table's ids as the schedule says, one after the other: rank 0 sends ``chunks``
+    and receives rank q0's transfer into ``chunk(into, q0)`` (each symmetry's at once)."""
+    sizes = [t.n_steps * t.n_moved for t in tables]
+    ids = np.fromiter(chain.from_iterable(chain.from_iterable(t.scheduled for t in tables)),
+                      np.int64, sum(sizes))
+    table = np.repeat(np.arange(len(tables)), sizes)
+    receiving: dict[Symmetry, list[int]] = {}
+    for i, t in enumerate(tables):
+        if t.what == "receives into":
+            receiving.setdefault(t.symmetry, []).append(i)
+    q0 = np.array([t.q0 for t in tables], dtype=np.int64)[table]
+    for symmetry, which in receiving.items():
+        picked = np.zeros(len(tables), dtype=bool)
+        picked[which] = True
+        at = picked[table]
+        ids[at] = symmetry.chunk(ids[at], q0[at])
+    return ids
+
+
+def _moves_as_symmetry(tables: list[_Table], want: np.ndarray) -> None:
+    """The ids at every rank r are their rank 0 row moved by r: each compact form is its
+    symmetry's own, and a run stays a run."""
+    starts = np.cumsum([t.n_steps * t.n_moved for t in tables])
+    rotations = []  # the tables of the rotations' and mirrors' ids
+    for i, t in enumerate(tables):
+        n, kind, ids = t.symmetry.n_ranks, t.symmetry.kind, t.ids
+        if n == 1:
+            continue
+        what = f"ppermute {t.j}'s ids"
+        form = {"rotate": "affine", "xor": "xor", "mirror": "mirror"}[kind]
+        if ids.kind != form:
+            raise _Disagrees(f"{what} are {ids.kind!r}, not the {kind!r} symmetry's {form!r}",
+                             t.k)
+        run = ids.first_only and ids.n_moved > 1
+        first = want[starts[i] - t.n_steps * t.n_moved:starts[i]:t.n_moved] if run else None
+        if kind == "xor":
+            low = t.symmetry.mask & (n - 1)
+            if ids.mask & (n - 1) != low:
+                raise _Disagrees(f"{what} move under mask {ids.mask}, the symmetry's is {low}",
+                                 t.k)
+            # c ^ x stays a run c', c' + 1, ... where x has no bit that changes within it
+            if run and low and ((first ^ (first + ids.n_moved - 1)) >= (low & -low)).any():
+                raise _Disagrees(f"{what} are sliced as runs that the mask breaks", t.k)
+            continue
+        m = t.symmetry.modulus
+        if ids.modulus != m:
+            raise _Disagrees(f"{what} move modulo {ids.modulus}, the symmetry modulo {m}",
+                             t.k)
+        if run:  # every rank's run must not wrap round its block (mirror: it runs backwards)
+            g = gcd(t.symmetry.stride % m, m) or m
+            if kind == "mirror" or (first % m % g + ids.n_moved > g).any():
+                raise _Disagrees(f"{what} are sliced as runs that some rank's move wraps", t.k)
+        rotations.append(t)
+    _strides_are_the_symmetrys(rotations)
+
+
+def _strides_are_the_symmetrys(tables: list[_Table]) -> None:
+    """Every stored stride is its symmetry's modulo m, every offset a multiple of m (the
+    tables' arrays at once)."""
+    if not tables:
         return
-    form = {"rotate": "affine", "xor": "xor", "mirror": "mirror"}[kind]
-    if ids.kind != form:
-        raise _Disagrees(f"{what} are {ids.kind!r}, not the {kind!r} symmetry's {form!r}")
-    run = ids.first_only and ids.n_moved > 1
-    if kind == "xor":
-        low = symmetry.mask & (n - 1)
-        if ids.mask & (n - 1) != low:
-            raise _Disagrees(f"{what} move under mask {ids.mask}, the symmetry's is {low}")
-        # c ^ x stays a run c', c' + 1, ... where x has no bit that changes within the run
-        varying = first ^ (first + ids.n_moved - 1)
-        if run and low and (varying >= (low & -low)).any():
-            raise _Disagrees(f"{what} are sliced as runs that the mask breaks")
+    strides = [t.ids.arrays[1].ravel() for t in tables]
+    sizes = [len(s) for s in strides]
+    modulus = np.repeat([t.symmetry.modulus for t in tables], sizes)
+    stride = np.repeat([t.symmetry.stride for t in tables], sizes)
+    offsets = np.concatenate([t.ids.arrays[2].ravel() for t in tables])
+    wrong = (offsets % modulus != 0) | ((np.concatenate(strides) - stride) % modulus != 0)
+    if wrong.any():
+        t = tables[int(np.searchsorted(np.cumsum(sizes), np.argmax(wrong), side="right"))]
+        raise _Disagrees(f"ppermute {t.j}'s ids move by stride "
+                         f"{t.ids.arrays[1].ravel()[:1].tolist()} modulo {t.ids.modulus}, "
+                         f"the symmetry by {t.symmetry.stride} modulo {t.symmetry.modulus}",
+                         t.k)
+
+
+def _writes_once(tables: list[_Table], want: np.ndarray, one_write: set[int]) -> None:
+    """Where a segment is one scatter, rank 0 writes no chunk twice in a step (every rank's
+    writes are rank 0's moved by one bijection)."""
+    sizes = np.array([t.n_steps * t.n_moved for t in tables], dtype=np.int64)
+    picked = np.array([t.k in one_write and t.what == "receives into" for t in tables])
+    if not picked.any():
         return
-    m = symmetry.modulus
-    stride, offset = ids.arrays[1], ids.arrays[2]
-    if ids.modulus != m or (offset % m).any() or ((stride - symmetry.stride) % m).any():
-        raise _Disagrees(f"{what} move by stride {stride.ravel()[:1].tolist()} modulo "
-                         f"{ids.modulus}, the symmetry by {symmetry.stride} modulo {m}")
-    if run:  # every rank's run must not wrap round its block (mirror: it runs backwards)
-        g = gcd(symmetry.stride % m, m) or m
-        if kind == "mirror" or (first % m % g + ids.n_moved > g).any():
-            raise _Disagrees(f"{what} are sliced as runs that some rank's move wraps")
+    table = np.repeat(np.arange(len(tables)), sizes)
+    at = picked[table]
+    moved = np.array([t.n_moved for t in tables], dtype=np.int64)[table]
+    step = (np.arange(len(table)) - (np.cumsum(sizes) - sizes)[table]) // moved
+    segment = np.array([t.k for t in tables], dtype=np.int64)[table]
+    span = int(want.max(initial=0)) + 1
+    keys = ((segment * (int(step.max(initial=0)) + 1) + step) * span + want)[at]
+    order = np.argsort(keys, kind="stable")
+    twice = np.flatnonzero(np.diff(keys[order]) == 0)
+    if len(twice):
+        first = np.flatnonzero(at)[order[twice[0]]]
+        raise _Disagrees(f"round {int(step[first])} of the loop is one scatter, but a rank "
+                         "writes a chunk twice in it", int(segment[first]))

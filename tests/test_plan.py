@@ -13,6 +13,7 @@ import pytest
 import jaxcoll
 from jaxcoll.execute import _ids
 from jaxcoll.families import SCHEDULES, build_schedule
+from jaxcoll.ids import id_values
 from jaxcoll.plan import _symmetric_ids, compact, lower
 from jaxcoll.schedules import Symmetry, split_round
 
@@ -49,6 +50,25 @@ def test_compact_tables_come_back_exactly(n):
     assert kinds["ring reduce_scatter + ring allgather"] == {"affine"}
     assert kinds["bruck alltoall"] <= {"affine", "xor"}
     assert kinds["naive broadcast"] == kinds["naive gather"] == {"rows"}  # the sender's row
+
+
+def test_many_tables_read_at_once_are_each_read_alone():
+    """ids.id_values (what the plan check reads every table with, all at once) equals each
+    table's rows read alone, for every kind, runs written out or not, any ranks asked."""
+    rng = np.random.default_rng(0)
+    items = []
+    for n in (3, 6, 8):
+        for schedule in registered(n):
+            for segment in lower(schedule):
+                for ids in (*segment.send_ids, *segment.recv_ids,
+                            *(m for m in segment.receivers if m is not None)):
+                    items.append((ids, rng.integers(0, n, size=int(rng.integers(0, 4)))))
+    assert {ids.kind for ids, _ in items} >= {"affine", "xor", "mirror", "rows", "table"}
+    want = [ids.rows(ranks) for ids, ranks in items]
+    np.testing.assert_array_equal(id_values(items), np.concatenate([w.ravel() for w in want]))
+    kept = [w[..., :1] if ids.first_only else w for (ids, _), w in zip(items, want)]
+    np.testing.assert_array_equal(id_values(items, runs=False),
+                                  np.concatenate([k.ravel() for k in kept]))
 
 
 @pytest.mark.parametrize("table", [

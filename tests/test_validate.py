@@ -7,7 +7,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from jaxcoll import validate
+from jaxcoll import ids, validate
 from jaxcoll.families import SCHEDULES, build_schedule
 from jaxcoll.plan import Ids, lower
 from jaxcoll.schedules import Round, Schedule, ScheduleError, Symmetry, Transfer
@@ -117,20 +117,40 @@ def test_an_explicit_round_read_another_way_is_refused():
     _refused(double, [replace(only, one_write=True)], "writes a chunk twice")
 
 
-def test_the_check_is_cheap_for_a_large_ring():
+def test_a_run_of_ids_read_another_way_is_refused():
+    """The naive allgather's broadcast sends the whole buffer as one run (its first id
+    kept): that run starting one chunk on, or its receive ids as a table one chunk on, is
+    refused; so is a round whose run the schedule breaks."""
+    naive = build_schedule("allgather", "naive", 5)
+    k, segment = next((k, s) for k, s in enumerate(lower(naive))
+                      if s.send_ids[0].first_only and s.send_ids[0].n_moved > 1)
+    send = segment.send_ids[0]
+    assert send.kind == "rows"
+    _refused(naive, _broken(naive, k, send_ids=(_moved(send, rows=send.arrays[1] + 1),)),
+             "the plan moves")
+    recv = segment.recv_ids[0]
+    table = Ids("table", recv.n_steps, recv.n_moved, (recv.table(5) + 1,))
+    _refused(naive, _broken(naive, k, recv_ids=(table,)), "the plan moves")
+    assert all(s.n_steps == 1 for s in lower(naive))  # segment k runs round k
+    (t,) = naive.rounds[k].base
+    swapped = Round([Transfer(t.src, t.dst, (t.chunks[1], t.chunks[0], *t.chunks[2:]),
+                              t.reduce)])
+    other = replace(naive, rounds=naive.rounds[:k] + (swapped,) + naive.rounds[k + 1:])
+    _refused(other, lower(naive), "the plan moves")
+
+
+def test_the_check_is_cheap_for_a_large_ring(monkeypatch):
     """At 1024 ranks the ring allreduce's plan (2046 rounds) is checked without writing out
-    its 2 million transfers: rank 0's rows and the symmetry (no (n_steps, n_ranks) table)."""
+    its 2 million transfers: rank 0's rows and the symmetry (no (n_steps, n_ranks) table),
+    every table read in one call."""
     ring = build_schedule("allreduce", "ring", 1024)
     segments = lower(ring)
-    original = Ids.rows
     asked = []
 
-    def rows(self, ranks):
-        asked.append(len(ranks))
-        return original(self, ranks)
-    try:
-        Ids.rows = rows
-        validate.check(ring, segments)
-    finally:
-        Ids.rows = original
-    assert asked and max(asked) == 1, asked
+    def id_values(items):
+        items = list(items)
+        asked.append([len(ranks) for _, ranks in items])
+        return ids.id_values(items)
+    monkeypatch.setattr(validate, "id_values", id_values)
+    validate.check(ring, segments)
+    assert len(asked) == 1 and set(asked[0]) == {1}, asked
