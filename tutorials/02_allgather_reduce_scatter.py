@@ -319,8 +319,9 @@ print("check_vma=False: each rank's own gradient\n"
 # The ordinary data-parallel step AllReduces (mean) the gradient, then **every rank** applies
 # the same optimizer update to **all** parameters with **all** the optimizer state. The
 # sharded step below is **ZeRO stage 2**: gradients and optimizer state are sharded (stage 1
-# shards only the optimizer state and still AllReduces the whole gradient; stage 3, FSDP,
-# shards the parameters too). It flattens the parameters into one vector of n chunks; rank i
+# shards only the optimizer state: the same ReduceScatter and AllGather, but each rank keeps
+# the whole gradient until they have run, so the stages differ in memory, not in
+# collectives; stage 3, FSDP, shards the parameters too). It flattens the parameters into one vector of n chunks; rank i
 # keeps only chunk i of the optimizer state and of the reduced gradient, and:
 #
 # 1. computes the gradient on its slice of the batch (all parameters);
@@ -407,8 +408,9 @@ print(f"momentum floats kept per rank: {held}")
 #   arrives), round 1 a quarter with r ⊕ n/4, and so on: N/2 + N/4 + … = (n − 1)/n·N in log2 n
 #   rounds. **Halving-doubling** (Rabenseifner's AllReduce) is recursive halving then recursive
 #   doubling: the ring's 2(n − 1)/n·N in 2·log2 n rounds (6 instead of 14 at n = 8).
-# - **Bruck** (AllGather, any n): in round k rank r sends what it has to rank r − 2^k, a
-#   rotation instead of an XOR, so no power of two is needed: ceil(log2 n) rounds.
+# - **Bruck** (AllGather, any n): in round k rank r sends what it has to rank r − 2^k (in
+#   the last round, where n is not a power of two, only the n − 2^k blocks still missing
+#   there), a rotation instead of an XOR, so no power of two is needed: ceil(log2 n) rounds.
 #
 # Drawn as butterflies (`lesson.butterflies`): ranks are rows, rounds columns; each line is one
 # transfer, from the sender at the left of its round to the receiver at the right, thicker for

@@ -259,7 +259,11 @@ for root in (0, 5):
 # machine's CPU cores (printed below); a `ppermute` is a memory copy plus a rendezvous. There
 # are no links, so spreading bytes over links gains little. The numbers show α (start-ups)
 # against β (copies) on this CPU, not GPUs; algorithms the model puts close together come out
-# in either order from run to run.
+# in either order from run to run. So can those it puts far apart at 4 MiB: naive, tree and
+# binomial each copy the whole buffer n - 1 = 7 times (once into every other rank), and the
+# model's gap between them is copies that run *at once*, on separate links, in its rounds. On
+# this machine's few cores a round's copies run largely one after another, so all three take
+# about the time of 7 copies, in whichever order the run gives.
 
 # %%
 cpu = jaxcoll.calibration("cpu")

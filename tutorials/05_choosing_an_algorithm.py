@@ -331,14 +331,17 @@ print(f"4 MiB: auto lowers to the program of {chosen!r} (plain model: "
       f"{jaxcoll.choose('allreduce', n, 4 << 20, cpu)!r})")
 
 # %% [markdown]
-# **Why `lax.psum` wins at small sizes**, and why NCCL's one kernel beats a chain of
-# `ppermute`s on GPUs too:
+# **Why `lax.psum` wins here, at 4 KiB and at 4 MiB alike** (section 4's table), and why
+# NCCL's one kernel beats a chain of `ppermute`s on GPUs too:
 #
-# 1. **One launch.** `psum` is one operation; jaxcoll's ring is 14 `ppermute`s, each starting
+# 1. **On fake devices, no copies.** The 8 devices share one process's memory: `psum` is one
+#    in-memory reduction of the 8 buffers, while each `ppermute` copies bytes between ranks'
+#    buffers, at 4 MiB the ring's time. Across processes both cross one transport (notebook 10).
+# 2. **One launch.** `psum` is one operation; jaxcoll's ring is 14 `ppermute`s, each starting
 #    up on its own. NCCL runs the whole allreduce in one kernel, a few µs per step.
-# 2. **Lock-step rounds.** A `ppermute` ends when its slowest transfer does, on every rank;
+# 3. **Lock-step rounds.** A `ppermute` ends when its slowest transfer does, on every rank;
 #    in NCCL's kernel each rank goes on as soon as its own data arrives.
-# 3. **No pipelining inside a round.** NCCL forwards each slice of a step as it arrives; with
+# 4. **No pipelining inside a round.** NCCL forwards each slice of a step as it arrives; with
 #    `ppermute`s, pipelining means more rounds, each paying α again.
 
 # %%
@@ -356,7 +359,7 @@ print(f"compiled: psum {dict(psum_ops)}; ring {dict(ring_ops)} (in loops, run {2
 # `jaxcoll.systems.dgx` builds nodes of 8 GPUs on an NVSwitch, NICs between nodes, with link
 # parameters from NCCL's topology model (the module cites each). Its NVLink α, 3.4 µs, is
 # NCCL's step inside one kernel; `gpu.json` assumes 15 µs per `ppermute` launched on its own
-# (point 1 above). `jaxcoll.simulate` prices a schedule on them, a round's transfers at once,
+# (point 2 above). `jaxcoll.simulate` prices a schedule on them, a round's transfers at once,
 # links shared in a round splitting their bandwidth. The H100 numbers used from here on, and
 # the simulated ring's busbw (section 2) against three published measurements:
 

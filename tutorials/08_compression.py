@@ -92,8 +92,10 @@ print(f"bytes on the wire per float32 byte: {wire:.4f}; with a one-byte scale "
 # then cost 0.2520 of float32 instead of 0.2578; MXINT8 spends the same 0.2578 on blocks of 32,
 # four times the scales and so finer ones, where one large value spoils fewer neighbours.
 #
-# fp8 (e4m3) works the same way with 3 mantissa bits (error up to 1/16 of the value), bfloat16
-# needs no scale (error up to 1/256 of the value).
+# fp8 (e4m3) works the same way with 3 mantissa bits: a value near the block's largest keeps
+# 3 bits (error up to 1/16 of it), but one far below it goes subnormal or to zero, so the
+# bound is 1/16 of the block's largest value, not of each value. bfloat16 needs no scale
+# (error up to 1/256 of the value: it keeps 8 exponent bits of its own).
 #
 # ## 2. Two ways to compress an allreduce
 #

@@ -311,9 +311,14 @@ print(f"FSDP sends {fsdp_bytes / 2**20:.1f} MiB per device per step, 1.5 x data 
 #
 # | stage | sharded | collectives per step | bytes per device |
 # |---|---|---|---|
-# | ZeRO-1 | optimizer state | AllReduce dW | 2(n-1)/n · N |
+# | ZeRO-1 | optimizer state | ReduceScatter dW, AllGather the updated W | 2(n-1)/n · N |
 # | ZeRO-2 | + gradients | ReduceScatter dW, AllGather the updated W | 2(n-1)/n · N |
 # | ZeRO-3 / FSDP | + weights | AllGather W (twice), ReduceScatter dW | 3(n-1)/n · N |
+#
+# A device holding 1/n of the optimizer state can update only 1/n of W, so from stage 1 on
+# the updated shards are AllGathered; ZeRO-1 and ZeRO-2 move the same bytes and differ in
+# memory only (stage 1 keeps the whole gradient until the ReduceScatter has read it; stage 2
+# frees all but its shard as the backward goes, ZeRO's paper, Rajbhandari et al., 2020).
 #
 # The lecture's "a ReduceScatter is enough" when each card keeps part of the parameters
 # (notebook 01) holds for the gradients (ZeRO-2, `examples/zero_sharded.py`); the updated

@@ -42,7 +42,8 @@
 # %%
 import os
 os.environ["JAX_PLATFORMS"] = "cpu"          # fake devices live on the CPU, even where a GPU is present
-import jax
+os.environ["JAXCOLL_CALIBRATE"] = "0"        # auto: the shipped calibrations (here and in the
+import jax                                   # processes started), the same on every machine
 jax.config.update("jax_num_cpu_devices", 8)  # 8 fake CPU devices; must come before any JAX work
 
 import inspect
@@ -135,7 +136,10 @@ print(f"the gloo calibration: α = {gloo.alpha * 1e6:.0f} µs a round, {gloo.ove
 # of N/n = 100 kB n-1 = 3 times: 6 exchanges and 1.5 N = 2(n-1)/n·N bytes per rank, exactly
 # the schedule's count and the bound. `auto` knew it runs across processes
 # (`jaxcoll.model.transport()` is `"gloo"`), so it ranked the algorithms with the calibration
-# measured over gloo, not the one-process one, and compiled to `collective-permute`s only:
+# measured over gloo, not the one-process one (the one shipped with jaxcoll, which
+# `JAXCOLL_CALIBRATE=0` above makes it use: a machine's own measurements, kept in its
+# calibration cache, could rank another algorithm first), and compiled to
+# `collective-permute`s only:
 # recursive doubling, 2 exchanges of the whole buffer, 2 N per rank. Fewer exchanges for more
 # bytes: the gloo calibration charges ~410 µs a round and ~100 µs a message (printed), which at
 # 400 kB outweighs the extra bytes.

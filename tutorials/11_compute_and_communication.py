@@ -323,7 +323,8 @@ print(f"TP at twice its (F/n)*: {compute * 1e3:.2f} + {transfer * 1e3:.2f} ms, n
 # DP's AllReduce hides behind the backward from the same batch as FSDP's collectives:
 # 1.5 x (2/3) = 1. Two refinements move every number: real steps reach a fraction u of peak
 # ("model FLOPs utilization"), so R becomes u·R and every x\* shrinks by u; gradients in
-# fp32 double DP's and FSDP's bytes and B\*.
+# fp32 double DP's bytes and B\*, but only FSDP's ReduceScatter (its two AllGathers still
+# move bf16 weights): 4/3 of its bytes and B\*.
 #
 # ## 6. One step that is DP, FSDP and TP at once
 #
