@@ -97,10 +97,17 @@ for n_nodes, link in [(1, "NVLink"), (8, "NIC")]:
     print(f"{machine.name}: bytes / W = {estimate * 1e3:5.1f} ms, "
           f"simulated {simulated * 1e3:5.1f} ms")
 
+# %%
+eight_channels = jaxcoll.simulate(ring, gradients, machine, channels=8).seconds
+assert round(eight_channels * 1e3, 1) == 11.1                 # the text below
+print(f"{machine.name}, NCCL's 8 channels: simulated {eight_channels * 1e3:5.1f} ms")
+
 # %% [markdown]
-# Across nodes the ring runs at its slowest hop, a NIC. (This is the ring's model. On H100
-# NCCL's default inside a node is NVLink SHARP, which reduces in the switch: ~480 GB/s busbw
-# against the ring's ~370, NVIDIA/nccl-tests#212.)
+# Across nodes one ring runs at its slowest hop, a NIC: one of the node's 8, the others idle.
+# NCCL runs 8 rings at once (*channels*), each on 1/8 of the buffer and crossing nodes
+# through a different GPU's NIC, so every NIC carries 1/8: 11.1 ms, not 80. (This is the
+# ring's model. On H100 NCCL's default inside a node is NVLink SHARP, which reduces in the
+# switch: ~480 GB/s busbw against the ring's ~370, NVIDIA/nccl-tests#212.)
 #
 # ## 2. Notebook 07's rule: when a transfer hides
 #
@@ -240,10 +247,21 @@ assert round(critical["h100", "NIC"]["TP"], -3) == 13000
 print("formulas == bisection; tokens and capacity do not move TP's, SP's and MoE's x*")
 
 # %% [markdown]
-# Inside an H100 node DP needs about 1,560 tokens per device per step, FSDP 2,330; across 8
-# nodes (64 GPUs, each behind its own 50 GB/s NIC) about 8 times more. TP needs a hidden
-# width of 1,560 per device inside a node, 13,000 across the 64: more than almost any model
-# has, which is why TP stays inside a node.
+# Inside an H100 node DP needs about 1,560 tokens per device per step, FSDP 2,330. The NIC
+# rows are rings of 64 GPUs in which every hop crosses a 50 GB/s NIC (one GPU per node;
+# section 7's FSDP across nodes is such a ring, of 8): about 8 times more, and TP would need
+# a hidden width of 13,000 per device, more than almost any model has. A ring over 8 whole
+# DGX nodes does better with NCCL's 8 channels (section 1): each NIC carries 1/8, so W is
+# ~7 times the NIC's and DP needs ~1,800 tokens (below), near NVLink's. What still keeps TP
+# inside a node is that its collectives wait on every layer (section 5) and pay α per ring
+# step: 126 steps across 64 GPUs, 14 inside a node.
+
+# %%
+W_channels = bytes_sent("allreduce", "ring", gradients, 64) / eight_channels
+dp_channels = CRITICAL["DP"](64, PEAK_FLOPS["h100"] / W_channels)
+assert round(dp_channels, -2) == 1800                         # the text above
+print(f"64 H100s in one ring, 8 channels: W = {W_channels / 1e9:.0f} GB/s per GPU, "
+      f"DP's B* = {dp_channels:.0f} tokens")
 
 # %%
 R = PEAK_FLOPS["h100"] / links["h100", "NVLink"]
@@ -478,7 +496,7 @@ print(f"FSDP over the NICs hides from {tokens_needed:.0f} tokens per TP group pe
 #
 # ## Try it
 #
-# **fp32 gradients on A100s across nodes.** DP over n GPUs, each behind a 25 GB/s HDR NIC
+# **fp32 gradients on A100s across nodes.** DP over n GPUs, one a node behind a 25 GB/s HDR NIC
 # (`systems.GPUS["a100"]`), gradients allreduced in float32 (4 bytes). Write
 # `my_critical_batch(n)`: the tokens per GPU per step where T_comp = T_comm.
 #
