@@ -321,8 +321,9 @@ print("check_vma=False: each rank's own gradient\n"
 # sharded step below is **ZeRO stage 2**: gradients and optimizer state are sharded (stage 1
 # shards only the optimizer state: the same ReduceScatter and AllGather, but each rank keeps
 # the whole gradient until they have run, so the stages differ in memory, not in
-# collectives; stage 3, FSDP, shards the parameters too). It flattens the parameters into one vector of n chunks; rank i
-# keeps only chunk i of the optimizer state and of the reduced gradient, and:
+# collectives; stage 3, FSDP, shards the parameters too). It flattens the parameters into
+# one vector of n chunks; rank i keeps only chunk i of the optimizer state and of the reduced
+# gradient, and:
 #
 # 1. computes the gradient on its slice of the batch (all parameters);
 # 2. **ReduceScatters** it (mean): rank i gets chunk i of the mean gradient;
