@@ -355,11 +355,19 @@ def _difference(these: np.ndarray, those: np.ndarray, round_: int) -> list[str]:
 
 
 def _check_one_write(m: _Matchings, planned: dict, n_ranks: int, n_chunks: int) -> None:
-    """Where a segment is one scatter, no rank writes a chunk twice in one of its rounds.
-    A transfer writes distinct chunks (Transfer refuses others), so only a rank that receives
-    more than one transfer in a round is looked at."""
+    """Where a segment is one scatter, no rank writes a chunk twice in one of its rounds:
+    within a transfer (a run of ids is distinct by itself; other rows are sorted), then
+    across the transfers of a rank that receives more than one in a round."""
     one_write = np.array([segment.one_write for segment in m.segments], dtype=bool)
     picked = [one_write[g.heads[:, 4]] for g in planned.values()]
+    for g, at in zip(planned.values(), picked):
+        if g.into.full is not None and g.into.n_moved > 1:
+            ordered = np.sort(g.into.full[at], axis=1)
+            twice = np.flatnonzero((ordered[:, 1:] == ordered[:, :-1]).any(axis=1))
+            if len(twice):
+                i, p = g.heads[at][twice[0], [0, 4]].tolist()
+                raise _Disagrees(f"round {m.indices[p].index(i)} of the loop is one scatter, "
+                                 "but a rank writes a chunk twice in it", m.at[p])
     takers = [(g.heads[at, 0] * n_ranks + g.heads[at, 2])  # (round, receiver) per transfer
               for g, at in zip(planned.values(), picked)]
     values, counts = np.unique(np.concatenate(takers), return_counts=True)

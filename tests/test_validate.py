@@ -115,6 +115,14 @@ def test_an_explicit_round_read_another_way_is_refused():
     (only,) = lower(double)
     assert len(only.matchings) == 2 and not only.one_write  # two reduces: one after the other
     _refused(double, [replace(only, one_write=True)], "writes a chunk twice")
+    # one transfer writing a chunk twice (made past Transfer's own check): caught all the same
+    twice = object.__new__(Transfer)
+    for name, value in dict(src=0, dst=1, chunks=(0, 1), reduce=True, into=(1, 1)).items():
+        object.__setattr__(twice, name, value)
+    within = Schedule("one transfer, two writes", 2, 2, ([twice],), "reduce", root=1)
+    (only,) = lower(within)
+    assert not only.one_write
+    _refused(within, [replace(only, one_write=True)], "writes a chunk twice")
 
 
 def test_a_run_of_ids_read_another_way_is_refused():
