@@ -101,7 +101,8 @@ def _first_only(ids: Ids, row):
 
 def _flag(mask: Ids, me):
     """This rank's entry of a per-rank mask (one step, one id) as a bool."""
-    if mask.kind == "rows" and len(mask.arrays[0]) == 1 and not mask.arrays[2].any():
+    if (mask.kind == "rows" and len(mask.arrays[0]) == 1 and mask.arrays[1].all()
+            and not mask.arrays[2].any()):
         return me == mask.arrays[0][0]  # one rank's flag
     return _ids(mask, 0, me)[0] != 0
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import partial
 from itertools import chain
+from operator import attrgetter
 
 import numpy as np
 
@@ -45,28 +46,33 @@ class Ids:
 
     def rows(self, ranks) -> np.ndarray:
         """(n_steps, len(ranks), n_moved): the table's rows of ``ranks`` alone."""
-        n_ranks = np.asarray(ranks).size
-        return id_values([(self, ranks)]).reshape(self.n_steps, n_ranks, self.n_moved
+        ranks = np.asarray(ranks, dtype=np.int64).ravel()
+        return id_values([(self, ranks)]).reshape(self.n_steps, len(ranks), self.n_moved
                                                   ).astype(np.int32)
 
 
-def id_values(items, runs: bool = True) -> np.ndarray:
-    """``Ids.rows`` of many (ids, ranks) at once: each item's (n_steps, len(ranks), n_moved)
-    values in C order, one item after the other (int64). numpy's work is done once per kind
-    of Ids, not once per item, so checking a plan of thousands of rounds stays cheap. With
-    ``runs=False``, an Ids that keeps only first ids gives only those: (n_steps, len(ranks),
-    1), its run c, c+1, ... left for the caller to write out."""
-    items = [(ids, np.asarray(ranks, dtype=np.int64).reshape(-1)) for ids, ranks in items]
-    shapes = np.fromiter(chain.from_iterable(
+def kept_shapes(items) -> np.ndarray:
+    """(items, 3): each (ids, ranks) item's steps, ranks and stored columns (1 where only
+    first ids are kept)."""
+    return np.fromiter(chain.from_iterable(
         (ids.n_steps, len(ranks), 1 if ids.first_only else ids.n_moved) for ids, ranks in items),
-        np.int64, 3 * len(items)).reshape(-1, 3)  # (items, 3): steps, ranks, kept columns
+        np.int64, 3 * len(items)).reshape(-1, 3)
+
+
+def id_values(items, runs: bool = True, shapes: np.ndarray | None = None) -> np.ndarray:
+    """``Ids.rows`` of many (ids, ranks) at once: each item's (n_steps, len(ranks), n_moved)
+    values in C order, one item after the other (int64); ``ranks``: a 1-D sequence of ints.
+    numpy's work is done once per kind of Ids, not once per item, so checking a plan of
+    thousands of rounds stays cheap. With ``runs=False``, an Ids that keeps only first ids
+    gives only those: (n_steps, len(ranks), 1), its run c, c+1, ... left for the caller to
+    write out. ``shapes``: the items' ``kept_shapes``, where the caller has them."""
+    shapes = kept_shapes(items) if shapes is None else shapes
     counts = shapes.prod(axis=1)
     out = np.zeros(int(counts.sum()), dtype=np.int64)
     starts = np.cumsum(counts) - counts
-    by_kind: dict[str, list[int]] = {}
-    for i, (ids, _) in enumerate(items):
-        by_kind.setdefault(ids.kind, []).append(i)
-    for kind, which in by_kind.items():
+    kinds = [ids.kind for ids, _ in items]
+    for kind in set(kinds):
+        which = [i for i, k in enumerate(kinds) if k == kind]
         batch = _Batch(items, which, shapes, counts)
         out[starts[batch.which][batch.item] + batch.local] = _VALUES[kind](batch)
     if not runs or not any(ids.first_only and ids.n_moved > 1 for ids, _ in items):
@@ -87,6 +93,23 @@ def _written_out(kept: np.ndarray, items, shapes: np.ndarray, starts: np.ndarray
     return kept[starts[item] + np.where(run, row, local)] + np.where(run, column, 0)
 
 
+def flattened(arrays: list) -> tuple[np.ndarray, np.ndarray]:
+    """Integer arrays flattened one after the other (int64; none: empty), and each one's
+    size. Where they share one dtype (Ids store int32s), their bytes joined are read a few
+    times faster than numpy concatenates ten thousand small arrays."""
+    try:
+        dtypes = set(map(attrgetter("dtype"), arrays))
+    except AttributeError:  # some are sequences
+        dtypes = set()
+    if len(dtypes) == 1 and (dtype := dtypes.pop()).kind in "iu":
+        data = list(map(np.ndarray.tobytes, arrays))
+        return (np.frombuffer(b"".join(data), dtype).astype(np.int64),
+                np.fromiter(map(len, data), np.int64, len(data)) // dtype.itemsize)
+    arrays = [np.asarray(a) for a in arrays]
+    return (np.concatenate(arrays + [np.zeros(0, np.int64)], axis=None, dtype=np.int64),
+            np.fromiter(map(attrgetter("size"), arrays), np.int64, len(arrays)))
+
+
 class _Batch:
     """The entries (step s, rank, stored column k) of some items of one kind of Ids,
     flattened: per entry its item (``item``, into ``which``), place in the item (``local``),
@@ -102,9 +125,45 @@ class _Batch:
         kept, n_ranks_e = np.maximum(self.kept, 1)[self.item], np.maximum(n_ranks, 1)[self.item]
         self.k = self.local % kept
         self.s = self.local // kept // n_ranks_e
-        ranks = np.concatenate([items[i][1] for i in which])
+        ranks = flattened([items[i][1] for i in which])[0]
         self.rank = ranks[(np.cumsum(n_ranks) - n_ranks)[self.item] + self.local // kept
                           % n_ranks_e] if len(self.item) else np.zeros(0, np.int64)
+        self._pack()
+
+    def _pack(self) -> None:
+        """Every item's arrays flattened into one (int64), with each (item, position)'s size
+        and first dimension: a few numpy calls for all of them, not a few per position."""
+        n_arrays = len(self.ids[0].arrays)
+        if {n_arrays} != set(map(len, map(attrgetter("arrays"), self.ids))):
+            raise ValueError(f"{self.ids[0].kind!r} ids stored as different numbers of arrays")
+        arrays = list(chain.from_iterable(map(attrgetter("arrays"), self.ids)))
+        n = len(arrays)  # C-level maps: a plan of thousands of rounds has tens of thousands
+        self._flat, sizes = flattened(arrays)
+        self._sizes = sizes.reshape(-1, n_arrays)
+        self._first = np.fromiter(map(len, arrays), np.int64, n).reshape(-1, n_arrays)
+        self._position = np.repeat(np.tile(np.arange(n_arrays), len(self.ids)),
+                                   self._sizes.ravel())  # each value's position
+        self._check_sizes()
+
+    def _check_sizes(self) -> None:
+        """Every stored array holds a row (of ``kept`` ids) per step, or one for every step
+        where its reader allows, as the executor reads it: no entry is read from outside its
+        own array."""
+        kind, first, sizes = self.ids[0].kind, self._first, self._sizes
+        n_steps = np.array([ids.n_steps for ids in self.ids], dtype=np.int64)[:, None]
+        kept = self.kept[:, None]
+        rows_ok = (first == 1) | (first == n_steps)
+        expected = first * kept  # rows of kept ids
+        if kind == "rows":  # ranks (n_taking,), rows (n_steps, n_taking, kept), default
+            n_taking = sizes[:, :1]
+            expected = np.column_stack([first[:, :1], first[:, 1:2] * n_taking * kept,
+                                        first[:, 2:] * kept])
+            rows_ok[:, 0], rows_ok[:, 1] = True, first[:, 1] == n_steps[:, 0]
+        elif kind == "table":  # (n_steps, n_ranks, kept)
+            n_ranks = np.array([(ids.arrays[0].shape + (0, 0))[1] for ids in self.ids])
+            expected, rows_ok = first * n_ranks[:, None] * kept, first == n_steps
+        if not (rows_ok & (sizes == expected)).all():
+            raise ValueError(f"{kind!r} ids whose arrays are not the rows of their steps")
 
     def per_item(self, name: str) -> np.ndarray:
         """An attribute of each item (modulus, mask) at every entry."""
@@ -114,11 +173,9 @@ class _Batch:
     def packed(self, position: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The items' ``arrays[position]`` flattened one after the other (int64), where each
         starts, and each one's first dimension."""
-        arrays = [ids.arrays[position] for ids in self.ids]
-        sizes = np.fromiter((a.size for a in arrays), np.int64, len(arrays))
-        first = np.fromiter((len(a) for a in arrays), np.int64, len(arrays))
-        return (np.concatenate(arrays, axis=None, dtype=np.int64), np.cumsum(sizes) - sizes,
-                first)
+        sizes = self._sizes[:, position]
+        flat = self._flat if self._sizes.shape[1] == 1 else self._flat[self._position == position]
+        return flat, np.cumsum(sizes) - sizes, self._first[:, position]
 
     def stored(self, position: int) -> np.ndarray:
         """Each entry's value of the items' ``arrays[position]``, stored (rows, kept): one row

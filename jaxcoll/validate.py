@@ -24,8 +24,9 @@ the checked plan.
 
 The rounds are checked all at once, not one by one: a plan of thousands of rounds is a few
 numpy operations on arrays of all its transfers (``ids.id_values`` reads every table in one
-go; a run of ids is compared by its first), about 7% of the time making the plans takes over
-the registered algorithms at 1024 ranks (``python bench/plan_check.py``).
+go; a run of ids is compared by its first; thousands of small arrays are read as their
+bytes joined), 4.7-4.8% of the time making the plans takes over the registered algorithms at
+1024 ranks (``python bench/plan_check.py``, three runs on a 2-core machine).
 
 Which NaN a reduce keeps when both operands are NaN (``lower_sender_first``) is the executor's
 tie-break, not data movement; tests/test_reliability.py checks it.
@@ -35,11 +36,12 @@ from __future__ import annotations
 
 from itertools import chain
 from math import gcd
+from operator import attrgetter
 from typing import NamedTuple
 
 import numpy as np
 
-from .ids import id_values
+from .ids import flattened, id_values, kept_shapes
 from .schedules import Round, Schedule, ScheduleError, Symmetry
 
 
@@ -55,16 +57,12 @@ class _Disagrees(Exception):
 def check(schedule: Schedule, segments) -> None:
     """Raise ScheduleError unless ``segments`` (``plan.lower``'s) run exactly ``schedule``'s
     rounds at every rank."""
-    placed = _placed(schedule, segments)
+    placed, explicit_rounds = _placed(schedule, segments)
     explicit, symmetric = [], []
     try:
-        for k, (segment, indices) in enumerate(placed):
-            rounds = [schedule.rounds[i] for i in indices]
-            kinds = {r.symmetry is None for r in rounds}
-            if len(kinds) > 1:
-                raise _Disagrees("one loop runs symmetric and explicit rounds", k)
-            _check_shapes(k, segment)
-            (explicit if kinds == {True} else symmetric).append((k, segment, indices, rounds))
+        _check_shapes([segment for segment, _, _ in placed])
+        for k, (segment, indices, rounds) in enumerate(placed):
+            (explicit if explicit_rounds[k] else symmetric).append((k, segment, indices, rounds))
         _check_explicit(explicit, schedule.n_ranks, schedule.buffer_chunks)
         _check_symmetric(symmetric, schedule.n_ranks)
     except _Disagrees as error:
@@ -74,32 +72,91 @@ def check(schedule: Schedule, segments) -> None:
         raise ScheduleError(f"{schedule.name}: {where}: the lowered program disagrees with "
                             f"the schedule: {error} (a bug in jaxcoll's lowering; nothing "
                             "was run)") from None
+    except (ValueError, IndexError) as error:  # tables the executor could not read as stored
+        raise ScheduleError(f"{schedule.name}: the lowered program's tables are malformed: "
+                            f"{error} (a bug in jaxcoll's lowering; nothing was run)") from None
 
 
-def _placed(schedule: Schedule, segments) -> list[tuple[object, list[int]]]:
-    """Each segment with the indices of the rounds it runs (empty rounds run nothing)."""
+def _placed(schedule: Schedule, segments) -> tuple[list, np.ndarray]:
+    """Each segment with the indices of the rounds it runs (empty rounds run nothing) and the
+    rounds, and per segment whether its rounds are explicit (a loop runs one kind)."""
     taking_place = [i for i, r in enumerate(schedule.rounds) if r.base]
-    placed, at = [], 0
-    for segment in segments:
-        placed.append((segment, taking_place[at:at + segment.n_steps]))
-        at += segment.n_steps
-        if at > len(taking_place):
-            break
-    if at != len(taking_place):
-        raise ScheduleError(f"{schedule.name}: the lowered program runs {at} rounds, the "
-                            f"schedule {len(taking_place)} (a bug in jaxcoll's lowering; "
+    rounds = [schedule.rounds[i] for i in taking_place]
+    n_steps = np.fromiter(map(attrgetter("n_steps"), segments), np.int64, len(segments))
+    ends = np.cumsum(n_steps)
+    at = int(ends[-1]) if len(ends) else 0
+    if at != len(taking_place) or (n_steps < 1).any():
+        raise ScheduleError(f"{schedule.name}: the lowered program runs {at} rounds in "
+                            f"loops of {sorted(set(n_steps.tolist()))}, the schedule "
+                            f"{len(taking_place)} (a bug in jaxcoll's lowering; nothing was "
+                            "run)")
+    bounds = list(zip((ends - n_steps).tolist(), ends.tolist()))
+    placed = [(segment, taking_place[a:b], rounds[a:b])
+              for segment, (a, b) in zip(segments, bounds)]
+    explicit = np.fromiter((r.symmetry is None for r in rounds), bool, len(rounds))
+    starts = ends - n_steps
+    n_explicit = np.add.reduceat(explicit.astype(np.int64), starts) if len(starts) else starts
+    mixed = np.flatnonzero((n_explicit != 0) & (n_explicit != n_steps))
+    if len(mixed):
+        a, b = bounds[mixed[0]]
+        raise ScheduleError(f"{schedule.name}: rounds {taking_place[a]}..{taking_place[b - 1]}: "
+                            "the lowered program disagrees with the schedule: one loop runs "
+                            "symmetric and explicit rounds (a bug in jaxcoll's lowering; "
                             "nothing was run)")
-    return placed
+    return placed, n_explicit > 0
 
 
-def _check_shapes(k: int, segment) -> None:
-    """Each ppermute's tables are for the segment's steps and the chunks it moves."""
-    for j, matching in enumerate(segment.matchings):
-        for ids in (segment.send_ids[j], segment.recv_ids[j]):
-            if (ids.n_steps, ids.n_moved) != (segment.n_steps, matching.n_moved):
-                raise _Disagrees(f"ppermute {j}'s ids are for {ids.n_steps} steps of "
-                                 f"{ids.n_moved} chunks, not {segment.n_steps} of "
-                                 f"{matching.n_moved}", k)
+def _check_shapes(segments: list) -> None:
+    """Each ppermute's tables are for its segment's steps and the chunks it moves, its
+    receiver mask (if any) one step of one flag (read for all segments at once)."""
+    counts = [_counts(segments, name) for name in ("matchings", "send_ids", "recv_ids",
+                                                    "receivers")]
+    bad = np.flatnonzero((np.array(counts[1:]) != counts[0]).any(axis=0))
+    if len(bad):
+        raise _Disagrees(f"{counts[0][bad[0]]} ppermutes, but not as many tables of each "
+                         "kind", int(bad[0]))
+    segment_of = np.repeat(np.arange(len(segments)), counts[0])  # per ppermute
+    j = np.arange(len(segment_of)) - (np.cumsum(counts[0]) - counts[0])[segment_of]
+    masks = _flat(segments, "receivers")
+    masked = [p for p, mask in enumerate(masks) if mask is not None]
+    shapes = np.array([(1, 1, 0)] + [(masks[p].n_steps, masks[p].n_moved, masks[p].first_only)
+                                     for p in masked], dtype=np.int64)
+    wrong = np.flatnonzero((shapes[1:] != (1, 1, 0)).any(axis=1))
+    if len(wrong):
+        p = masked[wrong[0]]
+        raise _Disagrees(f"ppermute {j[p]}'s receiver mask is not one step of one flag",
+                         int(segment_of[p]))
+    n_steps = np.fromiter(map(attrgetter("n_steps"), segments), np.int64, len(segments))
+    n_moved = _attribute(_flat(segments, "matchings"), "n_moved")
+    for name in ("send_ids", "recv_ids"):
+        tables = _flat(segments, name)
+        steps, moved = _attribute(tables, "n_steps"), _attribute(tables, "n_moved")
+        wrong = (steps != n_steps[segment_of]) | (moved != n_moved)
+        if wrong.any():
+            p = np.argmax(wrong)
+            raise _Disagrees(f"ppermute {j[p]}'s ids are for {steps[p]} steps of {moved[p]} "
+                             f"chunks, not {n_steps[segment_of[p]]} of {n_moved[p]}",
+                             int(segment_of[p]))
+
+
+def _counts(segments: list, name: str) -> np.ndarray:
+    """len(segment.<name>) of each segment."""
+    return np.fromiter(map(len, map(attrgetter(name), segments)), np.int64, len(segments))
+
+
+def _flat(segments: list, name: str) -> list:
+    """Every segment's tuple ``name`` (matchings, tables), one after the other."""
+    return list(chain.from_iterable(map(attrgetter(name), segments)))
+
+
+def _concatenated(arrays: list) -> np.ndarray:
+    """The arrays flattened one after the other (int64; none: empty)."""
+    return flattened(arrays)[0]
+
+
+def _attribute(items: list, name: str) -> np.ndarray:
+    """An int attribute of each item."""
+    return np.fromiter(map(attrgetter(name), items), np.int64, len(items))
 
 
 # --- explicit rounds: the plan's transfers are the rounds' ---------------------------------
@@ -109,20 +166,26 @@ class _Matchings:
     (``at``), position in it (``j``), ppermute, steps and first pair, and every pair."""
 
     def __init__(self, explicit):
-        self.at, self.j, self.matchings, self.segments, self.indices = [], [], [], [], []
-        pairs = []
-        for k, segment, indices, _ in explicit:
-            for j, matching in enumerate(segment.matchings):
-                self.at.append(k)
-                self.j.append(j)
-                self.matchings.append(matching)
-                self.segments.append(segment)
-                self.indices.append(indices)
-                pairs.extend(matching.perm)
-        self.n_pairs = np.array([len(m.perm) for m in self.matchings], dtype=np.int64)
+        per_segment = [len(segment.matchings) for _, segment, _, _ in explicit]
+        self.at = list(chain.from_iterable([k] * c for (k, *_), c in zip(explicit, per_segment)))
+        self.j = list(chain.from_iterable(map(range, per_segment)))
+        self.matchings = _flat([segment for _, segment, _, _ in explicit], "matchings")
+        self.segments = list(chain.from_iterable(
+            [segment] * c for (_, segment, _, _), c in zip(explicit, per_segment)))
+        self.indices = list(chain.from_iterable(
+            [indices] * c for (_, _, indices, _), c in zip(explicit, per_segment)))
+        perms = list(map(attrgetter("perm"), self.matchings))
+        self.n_pairs = np.fromiter(map(len, perms), np.int64, len(perms))
         self.first_pair = np.cumsum(self.n_pairs) - self.n_pairs
-        self.pairs = np.array(pairs, dtype=np.int64).reshape(-1, 2)  # (all pairs, 2)
+        self.pairs = np.fromiter(chain.from_iterable(chain.from_iterable(perms)), np.int64,
+                                 2 * int(self.n_pairs.sum())).reshape(-1, 2)  # (all pairs, 2)
         self.pair_of = np.repeat(np.arange(len(self.matchings)), self.n_pairs)
+
+    def side(self, column: int) -> list[np.ndarray]:
+        """Per ppermute p, its senders (column 0) or receivers (1)."""
+        ranks = np.ascontiguousarray(self.pairs[:, column])
+        ends = (self.first_pair + self.n_pairs).tolist()
+        return [ranks[a:b] for a, b in zip(self.first_pair.tolist(), ends)]
 
     def pairs_of(self, p: int) -> np.ndarray:
         """(n_pairs, 2): ppermute p's pairs."""
@@ -225,34 +288,51 @@ def _check_permutations(m: _Matchings, n_ranks: int) -> None:
 
 def _check_receivers(m: _Matchings, n_ranks: int) -> None:
     """A ppermute's receiver mask flags exactly its receivers (no mask: every rank receives).
-    A mask of few ranks' rows is read at those ranks (every other rank holds its default
-    row: 0, not flagged), any other mask at every rank."""
-    items, owners = [], []  # (mask, the ranks it is read at), and its ppermute p
-    everyone = np.arange(n_ranks)
-    for p, matching in enumerate(m.matchings):
-        mask = m.segments[p].receivers[m.j[p]]
-        if mask is not None:
-            few = mask.kind == "rows" and not mask.arrays[2].any()
-            items.append((mask, mask.arrays[0] if few else everyone))
-            owners.append(p)
-        elif len(matching.perm) != n_ranks:
+    A mask of few ranks' rows whose default row is 0 flags those ranks whose own row (the
+    first, where a rank is listed twice, as the executor reads it) is not 0; any other mask
+    is read at every rank."""
+    masks = [m.segments[p].receivers[j] for p, j in enumerate(m.j)]
+    for p, mask in enumerate(masks):
+        if mask is None and m.n_pairs[p] != n_ranks:
             raise _Disagrees(f"ppermute {m.j[p]} masks no receivers, but only "
-                             f"{len(matching.perm)} of {n_ranks} ranks receive", m.at[p])
-    if not items:
+                             f"{m.n_pairs[p]} of {n_ranks} ranks receive", m.at[p])
+    owners = np.array([p for p, mask in enumerate(masks) if mask is not None], dtype=np.int64)
+    if not len(owners):
         return
-    sizes = [np.size(ranks) for _, ranks in items]
-    ranks = np.concatenate([np.asarray(r, dtype=np.int64).ravel() for _, r in items])
-    flagged = (np.repeat(owners, sizes) * n_ranks + ranks)[id_values(items) != 0]
+    few = np.array([masks[p].kind == "rows" for p in owners], dtype=bool)
+    defaults = [masks[p].arrays[2] for p in owners[few]]
+    nonzero = np.repeat(np.arange(len(defaults)), _attribute(defaults, "size")
+                        )[_concatenated(defaults) != 0]
+    few[np.flatnonzero(few)[nonzero]] = False  # rows whose default flags every other rank
+    flagged = [_flagged_rows(m, [masks[p] for p in owners[few]], owners[few], n_ranks)]
+    read = [(masks[p], np.arange(n_ranks)) for p in owners[~few]]
+    if read:
+        values = id_values(read)  # (masks x n_ranks,)
+        flagged.append((np.repeat(owners[~few], n_ranks) * n_ranks
+                        + np.tile(np.arange(n_ranks), len(read)))[values != 0])
+    flagged = np.sort(np.concatenate(flagged))
     masked = np.isin(m.pair_of, owners)
-    receivers = m.pair_of[masked] * n_ranks + m.pairs[masked, 1]  # (ppermute, rank)
-    flagged, receivers = np.sort(flagged), np.sort(receivers)
+    receivers = np.sort(m.pair_of[masked] * n_ranks + m.pairs[masked, 1])  # (ppermute, rank)
     if len(flagged) != len(receivers) or (flagged != receivers).any():
-        bad = np.setxor1d(flagged, receivers)  # else a rank is read twice: flagged twice
-        p = int((bad[0] if len(bad) else flagged[np.argmax(np.diff(flagged) == 0)]) // n_ranks)
-        masked = np.flatnonzero(m.segments[p].receivers[m.j[p]].rows(np.arange(n_ranks)))
+        p = int(np.setxor1d(flagged, receivers)[0] // n_ranks)
+        masked = np.flatnonzero(masks[p].rows(np.arange(n_ranks)))
         raise _Disagrees(f"ppermute {m.j[p]}'s receiver mask is ranks {masked.tolist()}, "
                          f"its receivers {sorted(int(d) for d in m.pairs_of(p)[:, 1])}",
                          m.at[p])
+
+
+def _flagged_rows(m: _Matchings, masks: list, owners: np.ndarray, n_ranks: int) -> np.ndarray:
+    """(ppermute, rank) of every rank flagged by masks of few ranks' rows, default row 0."""
+    ranks, rows = [mask.arrays[0] for mask in masks], [mask.arrays[1] for mask in masks]
+    sizes = _attribute(ranks, "size")
+    wrong = np.flatnonzero(sizes != _attribute(rows, "size"))
+    if len(wrong):
+        p = int(owners[wrong[0]])
+        raise _Disagrees(f"ppermute {m.j[p]}'s receiver mask has not one row per rank it "
+                         "lists", m.at[p])
+    keys = np.repeat(owners, sizes) * n_ranks + _concatenated(ranks)
+    keys, first = np.unique(keys, return_index=True)
+    return keys[_concatenated(rows)[first] != 0]
 
 
 def _planned_moves(m: _Matchings) -> dict[int, _Moves]:
@@ -262,10 +342,12 @@ def _planned_moves(m: _Matchings) -> dict[int, _Moves]:
     for p, matching in enumerate(m.matchings):
         by_moved.setdefault(matching.n_moved, []).append(p)
     groups = list(by_moved.items())
-    sent = _ids_of([(m.segments[p].send_ids[m.j[p]], m.pairs_of(p)[:, 0])
-                    for _, which in groups for p in which], groups)
-    into = _ids_of([(m.segments[p].recv_ids[m.j[p]], m.pairs_of(p)[:, 1])
-                    for _, which in groups for p in which], groups)
+    senders, receivers = m.side(0), m.side(1)
+    both = _ids_of([(m.segments[p].send_ids[m.j[p]], senders[p])
+                    for _, which in groups for p in which]
+                   + [(m.segments[p].recv_ids[m.j[p]], receivers[p])
+                      for _, which in groups for p in which], groups + groups)
+    sent, into = both[:len(groups)], both[len(groups):]
     moves = {}
     for (n_moved, which), sent_rows, into_rows in zip(groups, sent, into):
         which = np.array(which)
@@ -275,7 +357,8 @@ def _planned_moves(m: _Matchings) -> dict[int, _Moves]:
         local = np.arange(len(of)) - (np.cumsum(counts) - counts)[of]
         step, pair = local // m.n_pairs[which][of], local % m.n_pairs[which][of]
         pairs = m.pairs[m.first_pair[which][of] + pair]  # (entries, 2)
-        indices = np.concatenate([m.indices[p] for p in which]).astype(np.int64)
+        indices = np.fromiter(chain.from_iterable(m.indices[p] for p in which), np.int64,
+                              int(n_steps.sum()))
         rounds = indices[(np.cumsum(n_steps) - n_steps)[of] + step]
         reduce = np.array([m.matchings[p].reduce for p in which], dtype=np.int64)[of]
         moves[n_moved] = _Moves(np.column_stack([rounds, pairs, reduce, which[of]]),
@@ -287,10 +370,9 @@ def _ids_of(items, groups) -> list[_Rows]:
     """Per group of ppermutes moving n chunks, the ids of its (ids, ranks) items (in the
     groups' order), a row per step and rank: runs by their first ids where every item of the
     group keeps only those."""
-    kept = id_values(items, runs=False)
-    sizes = [ids.n_steps * len(ranks) * (1 if ids.first_only else ids.n_moved)
-             for ids, ranks in items]
-    ends = np.cumsum(sizes)
+    shapes = kept_shapes(items)
+    kept = id_values(items, runs=False, shapes=shapes)
+    ends = np.cumsum(shapes.prod(axis=1))
     out, at = [], 0
     for n_moved, which in groups:
         mine, start = items[at:at + len(which)], (ends[at - 1] if at else 0)
@@ -309,23 +391,32 @@ def _ids_of(items, groups) -> list[_Rows]:
 def _scheduled_moves(explicit) -> dict[int, _Moves]:
     """Per number of chunks moved: the rounds' transfers. Transfers often share their tuples
     of ids (into is chunks; one tuple for every round of a broadcast): each is read once."""
-    groups: dict[int, tuple[list, list, list, dict]] = {}
-    for _, _, indices, rounds in explicit:
-        for i, round_ in zip(indices, rounds):
-            for t in round_.base:
-                heads, chunks, into, slots = groups.setdefault(len(t.chunks), ([], [], [], {}))
-                heads.append((i, t.src, t.dst, t.reduce))
-                chunks.append(slots.setdefault(id(t.chunks), (len(slots), t.chunks))[0])
-                into.append(slots.setdefault(id(t.into), (len(slots), t.into))[0])
-    moves = {}
-    for n_moved, (heads, chunks, into, slots) in groups.items():
-        tuples = chain.from_iterable(ids for _, ids in slots.values())
-        distinct = np.fromiter(tuples, np.int64, len(slots) * n_moved).reshape(-1, n_moved)
+    indices = list(chain.from_iterable(indices for _, _, indices, _ in explicit))
+    bases = [r.base for _, _, _, rounds in explicit for r in rounds]
+    transfers = list(chain.from_iterable(bases))
+    n = len(transfers)
+    round_of = np.repeat(np.array(indices, dtype=np.int64),
+                         np.fromiter(map(len, bases), np.int64, len(bases)))
+    heads = np.column_stack([round_of] + [_attribute(transfers, name)
+                                          for name in ("src", "dst", "reduce")])
+    tuples = list(map(attrgetter("chunks"), transfers)) + list(map(attrgetter("into"), transfers))
+    width = np.fromiter(map(len, tuples), np.int64, 2 * n)  # chunks' widths, then into's
+    if (width[:n] != width[n:]).any():
+        raise ValueError("a transfer receives into a number of chunks not the number it sends")
+    addresses, first, slot = np.unique(np.fromiter(map(id, tuples), np.uint64, 2 * n),
+                                       return_index=True, return_inverse=True)
+    moves, row_of = {}, np.zeros(len(addresses), np.int64)  # per distinct tuple, its row
+    for n_moved in np.unique(width[:n]).tolist():
+        mine = np.flatnonzero(width[first] == n_moved)  # distinct tuples n_moved long
+        row_of[mine] = np.arange(len(mine))
+        distinct = np.fromiter(chain.from_iterable(tuples[i] for i in first[mine].tolist()),
+                               np.int64, len(mine) * n_moved).reshape(-1, n_moved)
         runs = (np.diff(distinct, axis=1) == 1).all(axis=1)
-        moves[n_moved] = _Moves(np.array(heads, dtype=np.int64),
-                                *(_Rows(n_moved, first=distinct[picked, 0]) if runs[picked].all()
-                                  else _Rows(n_moved, full=distinct[picked])
-                                  for picked in (np.array(chunks), np.array(into))))
+        picked = np.flatnonzero(width[:n] == n_moved)
+        moves[n_moved] = _Moves(heads[picked], *(
+            _Rows(n_moved, first=distinct[rows, 0]) if runs[rows].all()
+            else _Rows(n_moved, full=distinct[rows])
+            for rows in (row_of[slot[picked]], row_of[slot[n + picked]])))
     return moves
 
 
@@ -415,9 +506,10 @@ def _check_symmetric(symmetric, n_ranks: int) -> None:
     tables: list[_Table] = []
     for k, segment, _, rounds in symmetric:
         symmetry = rounds[0].symmetry
-        if symmetry not in actions:
-            actions[symmetry] = _group_action(symmetry, n_ranks)
-        if not actions[symmetry]:
+        action = actions.get(symmetry)
+        if action is None:
+            action = actions[symmetry] = _group_action(symmetry, n_ranks)
+        if not action:
             raise _Disagrees(f"{symmetry} is not a group action on the {n_ranks} ranks (its "
                              "moves do not compose as the ranks' do), which running rank 0's "
                              "program moved by the rank needs", k)
@@ -425,7 +517,8 @@ def _check_symmetric(symmetric, n_ranks: int) -> None:
     if not tables:
         return
     want = _scheduled_at_rank_0(tables)
-    got = id_values([(t.ids, [0]) for t in tables])
+    rank_0 = np.zeros(1, dtype=np.int64)
+    got = id_values([(t.ids, rank_0) for t in tables])
     if not np.array_equal(got, want):
         at = np.cumsum([t.n_steps * t.n_moved for t in tables])
         i = int(np.searchsorted(at, np.argmax(got != want), side="right"))
@@ -454,21 +547,22 @@ def _rank_0_tables(k: int, segment, rounds: list[Round], symmetry: Symmetry) -> 
     """Per ppermute, what rank 0 sends and what it receives into; refused where the rounds'
     partners or the ppermutes' pairs are not the symmetry's."""
     base = rounds[0].base
-    shapes = [(t.dst, len(t.chunks), t.reduce) for t in base]
-    for round_ in rounds[1:]:
-        if round_.symmetry != symmetry or [(t.dst, len(t.chunks), t.reduce)
-                                           for t in round_.base] != shapes:
-            raise _Disagrees("one loop runs rounds of different symmetries or partners", k)
-    if len(shapes) != len(segment.matchings):
-        raise _Disagrees(f"{len(segment.matchings)} ppermutes for {len(shapes)} transfers of "
+    if len(rounds) > 1:
+        shapes = [(t.dst, len(t.chunks), t.reduce) for t in base]
+        for round_ in rounds[1:]:
+            if round_.symmetry != symmetry or [(t.dst, len(t.chunks), t.reduce)
+                                               for t in round_.base] != shapes:
+                raise _Disagrees("one loop runs rounds of different symmetries or partners", k)
+    if len(base) != len(segment.matchings):
+        raise _Disagrees(f"{len(segment.matchings)} ppermutes for {len(base)} transfers of "
                          "rank 0", k)
     tables = []
-    for j, (matching, (dst, n_moved, reduce)) in enumerate(zip(segment.matchings, shapes)):
+    for j, (matching, t) in enumerate(zip(segment.matchings, base)):
         if segment.receivers[j] is not None:  # every rank sends and receives once: no mask
             raise _Disagrees(f"ppermute {j} masks receivers, but every rank receives", k)
         # the pairs verify expands the round to (Symmetry.partners), the same tuple or equal
-        pairs = symmetry.pairs(dst)
-        if (n_moved, reduce) != (matching.n_moved, matching.reduce) or (
+        dst, pairs = t.dst, symmetry.pairs(t.dst)
+        if (len(t.chunks), t.reduce) != (matching.n_moved, matching.reduce) or (
                 matching.perm is not pairs and matching.perm != pairs):
             raise _Disagrees(f"ppermute {j} is not every rank's copy of rank 0's transfer to "
                              f"rank {dst}", k)
@@ -476,11 +570,13 @@ def _rank_0_tables(k: int, segment, rounds: list[Round], symmetry: Symmetry) -> 
         if pairs[q0] != (q0, 0):
             raise _Disagrees(f"rank {q0}'s copy of rank 0's transfer to {dst} is not to "
                              "rank 0", k)
-        shape = (len(rounds), n_moved)
-        tables += [_Table(k, j, "sends", segment.send_ids[j], symmetry, q0, *shape,
-                          [round_.base[j].chunks for round_ in rounds]),
-                   _Table(k, j, "receives into", segment.recv_ids[j], symmetry, q0, *shape,
-                          [round_.base[j].into for round_ in rounds])]
+        n_steps, n_moved = len(rounds), matching.n_moved
+        chunks = [t.chunks] if n_steps == 1 else [round_.base[j].chunks for round_ in rounds]
+        into = [t.into] if n_steps == 1 else [round_.base[j].into for round_ in rounds]
+        tables += [_Table(k, j, "sends", segment.send_ids[j], symmetry, q0, n_steps, n_moved,
+                          chunks),
+                   _Table(k, j, "receives into", segment.recv_ids[j], symmetry, q0, n_steps,
+                          n_moved, into)]
     return tables
 
 
@@ -504,6 +600,9 @@ def _scheduled_at_rank_0(tables: list[_Table]) -> np.ndarray:
     return ids
 
 
+_FORMS = {"rotate": "affine", "xor": "xor", "mirror": "mirror"}  # a symmetry's Ids kind
+
+
 def _moves_as_symmetry(tables: list[_Table], want: np.ndarray) -> None:
     """The ids at every rank r are their rank 0 row moved by r: each compact form is its
     symmetry's own, and a run stays a run."""
@@ -513,8 +612,7 @@ def _moves_as_symmetry(tables: list[_Table], want: np.ndarray) -> None:
         n, kind, ids = t.symmetry.n_ranks, t.symmetry.kind, t.ids
         if n == 1:
             continue
-        what = f"ppermute {t.j}'s ids"
-        form = {"rotate": "affine", "xor": "xor", "mirror": "mirror"}[kind]
+        what, form = f"ppermute {t.j}'s ids", _FORMS[kind]
         if ids.kind != form:
             raise _Disagrees(f"{what} are {ids.kind!r}, not the {kind!r} symmetry's {form!r}",
                              t.k)
@@ -546,12 +644,12 @@ def _strides_are_the_symmetrys(tables: list[_Table]) -> None:
     tables' arrays at once)."""
     if not tables:
         return
-    strides = [t.ids.arrays[1].ravel() for t in tables]
-    sizes = [len(s) for s in strides]
-    modulus = np.repeat([t.symmetry.modulus for t in tables], sizes)
-    stride = np.repeat([t.symmetry.stride for t in tables], sizes)
-    offsets = np.concatenate([t.ids.arrays[2].ravel() for t in tables])
-    wrong = (offsets % modulus != 0) | ((np.concatenate(strides) - stride) % modulus != 0)
+    strides, sizes = flattened([t.ids.arrays[1] for t in tables])
+    symmetries = list(map(attrgetter("symmetry"), tables))
+    modulus = np.repeat(_attribute(symmetries, "modulus"), sizes)
+    stride = np.repeat(_attribute(symmetries, "stride"), sizes)
+    offsets = _concatenated([t.ids.arrays[2] for t in tables])
+    wrong = (offsets % modulus != 0) | ((strides - stride) % modulus != 0)
     if wrong.any():
         t = tables[int(np.searchsorted(np.cumsum(sizes), np.argmax(wrong), side="right"))]
         raise _Disagrees(f"ppermute {t.j}'s ids move by stride "

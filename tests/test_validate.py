@@ -125,6 +125,25 @@ def test_an_explicit_round_read_another_way_is_refused():
     _refused(within, [replace(only, one_write=True)], "writes a chunk twice")
 
 
+def test_malformed_tables_and_masks_are_refused():
+    """Arrays holding fewer rows than their steps (the check would read past them, the
+    executor clamp), and a one-rank receiver mask whose own row is 0 (the executor once
+    flagged that rank by its listing alone): refused, not read either way."""
+    ring = build_schedule("allreduce", "ring", 6)
+    k = next(k for k, s in enumerate(lower(ring)) if s.n_steps > 2)
+    send = lower(ring)[k].send_ids[0]
+    short = _moved(send, base=np.repeat(send.arrays[0][:1], 2, axis=0))  # 2 rows, not 1 or 5
+    assert send.arrays[0].shape[0] == 1 and send.n_steps > 2
+    _refused(ring, _broken(ring, k, send_ids=(short,)), "malformed")
+    tree = build_schedule("broadcast", "tree", 8)
+    k, segment = next((k, s) for k, s in enumerate(lower(tree))
+                      if len(s.matchings[0].perm) == 1 and s.receivers[0] is not None)
+    mask = segment.receivers[0]
+    assert mask.kind == "rows" and len(mask.arrays[0]) == 1
+    _refused(tree, _broken(tree, k, receivers=(_moved(mask, rows=0 * mask.arrays[1]),)),
+             "receiver mask")
+
+
 def test_a_run_of_ids_read_another_way_is_refused():
     """The naive allgather's broadcast sends the whole buffer as one run (its first id
     kept): that run starting one chunk on, or its receive ids as a table one chunk on, is
