@@ -57,12 +57,15 @@ class _Disagrees(Exception):
 def check(schedule: Schedule, segments) -> None:
     """Raise ScheduleError unless ``segments`` (``plan.lower``'s) run exactly ``schedule``'s
     rounds at every rank."""
-    placed, explicit_rounds = _placed(schedule, segments)
+    placed, n_steps, n_explicit = _placed(schedule, segments)
     explicit, symmetric = [], []
     try:
-        _check_shapes([segment for segment, _, _ in placed])
+        mixed = np.flatnonzero((n_explicit != 0) & (n_explicit != n_steps))
+        if len(mixed):
+            raise _Disagrees("one loop runs symmetric and explicit rounds", int(mixed[0]))
+        _check_shapes([segment for segment, _, _ in placed], n_steps)
         for k, (segment, indices, rounds) in enumerate(placed):
-            (explicit if explicit_rounds[k] else symmetric).append((k, segment, indices, rounds))
+            (explicit if n_explicit[k] else symmetric).append((k, segment, indices, rounds))
         _check_explicit(explicit, schedule.n_ranks, schedule.buffer_chunks)
         _check_symmetric(symmetric, schedule.n_ranks)
     except _Disagrees as error:
@@ -77,9 +80,9 @@ def check(schedule: Schedule, segments) -> None:
                             f"{error} (a bug in jaxcoll's lowering; nothing was run)") from None
 
 
-def _placed(schedule: Schedule, segments) -> tuple[list, np.ndarray]:
+def _placed(schedule: Schedule, segments) -> tuple[list, np.ndarray, np.ndarray]:
     """Each segment with the indices of the rounds it runs (empty rounds run nothing) and the
-    rounds, and per segment whether its rounds are explicit (a loop runs one kind)."""
+    rounds; per segment its steps and how many of its rounds are explicit."""
     taking_place = [i for i, r in enumerate(schedule.rounds) if r.base]
     rounds = [schedule.rounds[i] for i in taking_place]
     n_steps = np.fromiter(map(attrgetter("n_steps"), segments), np.int64, len(segments))
@@ -90,23 +93,15 @@ def _placed(schedule: Schedule, segments) -> tuple[list, np.ndarray]:
                             f"loops of {sorted(set(n_steps.tolist()))}, the schedule "
                             f"{len(taking_place)} (a bug in jaxcoll's lowering; nothing was "
                             "run)")
-    bounds = list(zip((ends - n_steps).tolist(), ends.tolist()))
-    placed = [(segment, taking_place[a:b], rounds[a:b])
-              for segment, (a, b) in zip(segments, bounds)]
-    explicit = np.fromiter((r.symmetry is None for r in rounds), bool, len(rounds))
     starts = ends - n_steps
-    n_explicit = np.add.reduceat(explicit.astype(np.int64), starts) if len(starts) else starts
-    mixed = np.flatnonzero((n_explicit != 0) & (n_explicit != n_steps))
-    if len(mixed):
-        a, b = bounds[mixed[0]]
-        raise ScheduleError(f"{schedule.name}: rounds {taking_place[a]}..{taking_place[b - 1]}: "
-                            "the lowered program disagrees with the schedule: one loop runs "
-                            "symmetric and explicit rounds (a bug in jaxcoll's lowering; "
-                            "nothing was run)")
-    return placed, n_explicit > 0
+    placed = [(segment, taking_place[a:b], rounds[a:b])
+              for segment, a, b in zip(segments, starts.tolist(), ends.tolist())]
+    explicit = np.fromiter((r.symmetry is None for r in rounds), np.int64, len(rounds))
+    n_explicit = np.add.reduceat(explicit, starts) if len(starts) else starts
+    return placed, n_steps, n_explicit
 
 
-def _check_shapes(segments: list) -> None:
+def _check_shapes(segments: list, n_steps: np.ndarray) -> None:
     """Each ppermute's tables are for its segment's steps and the chunks it moves, its
     receiver mask (if any) one step of one flag (read for all segments at once)."""
     counts = [_counts(segments, name) for name in ("matchings", "send_ids", "recv_ids",
@@ -126,7 +121,6 @@ def _check_shapes(segments: list) -> None:
         p = masked[wrong[0]]
         raise _Disagrees(f"ppermute {j[p]}'s receiver mask is not one step of one flag",
                          int(segment_of[p]))
-    n_steps = np.fromiter(map(attrgetter("n_steps"), segments), np.int64, len(segments))
     n_moved = _attribute(_flat(segments, "matchings"), "n_moved")
     for name in ("send_ids", "recv_ids"):
         tables = _flat(segments, name)
@@ -147,11 +141,6 @@ def _counts(segments: list, name: str) -> np.ndarray:
 def _flat(segments: list, name: str) -> list:
     """Every segment's tuple ``name`` (matchings, tables), one after the other."""
     return list(chain.from_iterable(map(attrgetter(name), segments)))
-
-
-def _concatenated(arrays: list) -> np.ndarray:
-    """The arrays flattened one after the other (int64; none: empty)."""
-    return flattened(arrays)[0]
 
 
 def _attribute(items: list, name: str) -> np.ndarray:
@@ -300,9 +289,8 @@ def _check_receivers(m: _Matchings, n_ranks: int) -> None:
     if not len(owners):
         return
     few = np.array([masks[p].kind == "rows" for p in owners], dtype=bool)
-    defaults = [masks[p].arrays[2] for p in owners[few]]
-    nonzero = np.repeat(np.arange(len(defaults)), _attribute(defaults, "size")
-                        )[_concatenated(defaults) != 0]
+    defaults, sizes = flattened([masks[p].arrays[2] for p in owners[few]])
+    nonzero = np.repeat(np.arange(len(sizes)), sizes)[defaults != 0]
     few[np.flatnonzero(few)[nonzero]] = False  # rows whose default flags every other rank
     flagged = [_flagged_rows(m, [masks[p] for p in owners[few]], owners[few], n_ranks)]
     read = [(masks[p], np.arange(n_ranks)) for p in owners[~few]]
@@ -323,16 +311,16 @@ def _check_receivers(m: _Matchings, n_ranks: int) -> None:
 
 def _flagged_rows(m: _Matchings, masks: list, owners: np.ndarray, n_ranks: int) -> np.ndarray:
     """(ppermute, rank) of every rank flagged by masks of few ranks' rows, default row 0."""
-    ranks, rows = [mask.arrays[0] for mask in masks], [mask.arrays[1] for mask in masks]
-    sizes = _attribute(ranks, "size")
-    wrong = np.flatnonzero(sizes != _attribute(rows, "size"))
+    (ranks, sizes), (rows, n_rows) = (flattened([mask.arrays[i] for mask in masks])
+                                      for i in (0, 1))
+    wrong = np.flatnonzero(sizes != n_rows)
     if len(wrong):
         p = int(owners[wrong[0]])
         raise _Disagrees(f"ppermute {m.j[p]}'s receiver mask has not one row per rank it "
                          "lists", m.at[p])
-    keys = np.repeat(owners, sizes) * n_ranks + _concatenated(ranks)
+    keys = np.repeat(owners, sizes) * n_ranks + ranks
     keys, first = np.unique(keys, return_index=True)
-    return keys[_concatenated(rows)[first] != 0]
+    return keys[rows[first] != 0]
 
 
 def _planned_moves(m: _Matchings) -> dict[int, _Moves]:
@@ -571,8 +559,8 @@ def _rank_0_tables(k: int, segment, rounds: list[Round], symmetry: Symmetry) -> 
             raise _Disagrees(f"rank {q0}'s copy of rank 0's transfer to {dst} is not to "
                              "rank 0", k)
         n_steps, n_moved = len(rounds), matching.n_moved
-        chunks = [t.chunks] if n_steps == 1 else [round_.base[j].chunks for round_ in rounds]
-        into = [t.into] if n_steps == 1 else [round_.base[j].into for round_ in rounds]
+        chunks = [round_.base[j].chunks for round_ in rounds]
+        into = [round_.base[j].into for round_ in rounds]
         tables += [_Table(k, j, "sends", segment.send_ids[j], symmetry, q0, n_steps, n_moved,
                           chunks),
                    _Table(k, j, "receives into", segment.recv_ids[j], symmetry, q0, n_steps,
@@ -648,7 +636,7 @@ def _strides_are_the_symmetrys(tables: list[_Table]) -> None:
     symmetries = list(map(attrgetter("symmetry"), tables))
     modulus = np.repeat(_attribute(symmetries, "modulus"), sizes)
     stride = np.repeat(_attribute(symmetries, "stride"), sizes)
-    offsets = _concatenated([t.ids.arrays[2] for t in tables])
+    offsets = flattened([t.ids.arrays[2] for t in tables])[0]
     wrong = (offsets % modulus != 0) | ((strides - stride) % modulus != 0)
     if wrong.any():
         t = tables[int(np.searchsorted(np.cumsum(sizes), np.argmax(wrong), side="right"))]
