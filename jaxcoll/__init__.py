@@ -6,6 +6,7 @@ from .collectives import (BUCKET_BYTES, OPS, algorithms, allgather, allreduce,
                           ring_reduce_scatter, schedule, scatter, tree_allreduce, tree_broadcast)
 from . import lax  # lax's collectives by lax's names: `from jaxcoll import lax`
 from . import msccl  # MSCCL's XML algorithms in and out
+from .pallas_kernel import Pallas  # executor=Pallas(interpret=...): the second executor
 from .overlap import allgather_fold, allgather_matmul, matmul_reduce_scatter, reduce_scatter_from
 from .compression import Compress
 from .model import (Bounds, Calibration, Cost, bounds, calibration, choose, cost, explain,
@@ -25,7 +26,7 @@ __all__ = [
     "allreduce", "allreduce_with_feedback", "alltoall", "broadcast", "Compress",
     "Bounds", "bounds", "calibrate", "Calibration",
     "calibration", "choose", "Cost", "cost", "draw", "explain", "gather", "lax",
-    "matmul_reduce_scatter", "msccl",
+    "matmul_reduce_scatter", "msccl", "Pallas",
     "reduce", "reduce_scatter", "reduce_scatter_from", "ring_allgather", "ring_allreduce",
     "ring_reduce_scatter", "ragged_alltoall", "Round",
     "scatter", "Schedule", "schedule", "ScheduleError", "set_calibration", "Simulation",

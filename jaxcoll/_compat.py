@@ -15,7 +15,10 @@ from importlib import metadata
 import jax
 import numpy as np
 from jax import lax
+from jax._src import effects as _effects  # which effects are ordered
 from jax._src.lax import lax as _lax_internal  # weak types: no public way to set one
+from jax._src.pallas.mosaic.interpret import interpret_pallas_call as _interpreter
+from jax._src.pallas.mosaic.interpret import params as _interpret_params
 from jax.sharding import PartitionSpec as P
 
 
@@ -256,3 +259,15 @@ def all_processes_here(timeout_ms: int = 600_000) -> None:
     from jax._src import distributed  # the client has no public barrier
     distributed.global_state.client.wait_at_barrier(f"jaxcoll-{next(_barriers)}", timeout_ms)
 
+
+def interpreter_ordered_effects() -> set:
+    """The ordered effects of Pallas's TPU interpret mode (its callbacks simulate the devices;
+    no public name)."""
+    return {effect for effect in _interpret_params.get_interpret_effects()
+            if _effects.ordered_effects.contains(effect)}
+
+
+def interpreter_races_found() -> bool:
+    """True if the race detector of Pallas's TPU interpret mode found a race in the kernels
+    interpreted since its state was last reset (no public name)."""
+    return bool(_interpreter.races and _interpreter.races.races_found)

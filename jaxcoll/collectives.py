@@ -44,6 +44,7 @@ from .families import SCHEDULES, build_schedule, two_level
 from .execute import in_sequence
 from .compression import Compress, compress_arg
 from .model import choose, pieces_for
+from .pallas_kernel import as_executor
 from .primitives import collective
 from .records import RECORDS, Layout
 from .schedules import Schedule
@@ -101,16 +102,19 @@ _TAKES_NONE = object()  # the op or root of a primitive that has none (None is a
 
 
 def _arguments(primitive: str, x, axis, algorithm, bucket_bytes, *, op=_TAKES_NONE,
-               root=_TAKES_NONE, groups=None, fn: str | None = None):
+               root=_TAKES_NONE, groups=None, fn: str | None = None, executor="xla"):
     """The checked arguments of a public collective: (algorithm, n, root, leaves, treedef,
     groups); ``n`` is the ranks one collective runs on (a group's, with ``groups``; None for
     allreduce's groups of different sizes, which lax's psum, pmax and pmin take).
 
     ``"auto"`` stays as it is: it is resolved per packed buffer, once its size is known.
     ``groups``: lax's ``axis_index_groups``. ``fn``: the public function's name in errors
-    (default: ``primitive``).
+    (default: ``primitive``). ``executor``: how a schedule runs (``"xla"``, ``"pallas"``).
     """
     fn = fn or primitive
+    if as_executor(executor) != "xla" and algorithm == "xla":
+        raise ValueError(f"jaxcoll.{fn}: algorithm='xla' calls lax's own collective, which no "
+                         f"executor runs; executor={executor!r} needs a schedule's algorithm")
     if isinstance(algorithm, Schedule):
         _check_schedule(fn, primitive, algorithm)
     else:
@@ -310,16 +314,21 @@ def _group_size(axis, groups):
 
 def _runner(primitive: str, algorithm: str, n, axis, op: str = "sum", root: int = 0,
             compress: Compress | None = None, feedback: bool = False, groups=None,
-            to: str = "varying"):
+            to: str = "varying", executor="xla"):
     """``run(buf)`` for ``_packed``: the schedule run as one primitive (primitives.py); ``auto``
     picks the one the cost model predicts fastest for this buffer (and, compressed, among those
     with the smallest error bounds), at trace time. Groups of different sizes (allreduce):
     the groups of each size run their schedule together, and each rank keeps its own group's
-    result."""
+    result. ``executor``: ``"xla"`` or ``"pallas"`` (pallas_kernel.py), the same plan run."""
+    executor = as_executor(executor)
+    if executor != "xla" and compress is not None:
+        raise ValueError(f"jaxcoll.{primitive}: compress={compress.kind!r} runs on "
+                         "executor='xla' only (the Pallas kernel moves chunks as they are)")
     if groups and len(set(map(len, groups))) > 1:
         sizes = sorted(set(map(len, groups)))
         runs = [_runner(primitive, algorithm, size, axis, op, root, compress, feedback,
-                        tuple(g for g in groups if len(g) == size), to) for size in sizes]
+                        tuple(g for g in groups if len(g) == size), to, executor)
+                for size in sizes]
         mine = _group_size(axis, groups)
 
         def run_each(buf, *layout):
@@ -335,13 +344,13 @@ def _runner(primitive: str, algorithm: str, n, axis, op: str = "sum", root: int 
         nbytes = buf.size * buf.dtype.itemsize
         if isinstance(algorithm, Schedule):  # the caller's own, verified
             return collective(algorithm, buf, axis, combine, compress, feedback, groups, to,
-                              layout)
+                              layout, executor)
         name = (choose(primitive, n, nbytes, compress=compress) if algorithm == "auto"
                 else algorithm)
         schedule = build_schedule(primitive, name, ranks, root,
                                   pieces_for(primitive, name, n, nbytes))
         return collective(schedule, buf, axis, combine, compress, feedback, groups,
-                          to, layout)
+                          to, layout, executor)
     return run
 
 
@@ -446,7 +455,7 @@ def _result_spec(primitive: str, spec: tuple, shape, n: int, kwargs: dict) -> li
 @_sharded_dims_local("allreduce")
 def allreduce(x, axis, *, op: str = "sum", algorithm: str = "auto",
               bucket_bytes: int | None = BUCKET_BYTES, accum_dtype=None, compress=None,
-              axis_index_groups=None):
+              axis_index_groups=None, executor="xla"):
     """Every rank gets ``op`` of ``x`` over ``axis`` (like ``lax.psum``/``pmax``/``pmin``/``pmean``).
 
     ``compress`` (``"bf16"``, ``"fp8"``, ``"int8"`` or a :class:`Compress`): transfers carry
@@ -465,11 +474,12 @@ def allreduce(x, axis, *, op: str = "sum", algorithm: str = "auto",
         combine = "sum" if op == "mean" else op
         for name in axis:
             x = allreduce(x, name, op=combine, algorithm=algorithm, bucket_bytes=bucket_bytes,
-                          accum_dtype=accum_dtype)
+                          accum_dtype=accum_dtype, executor=executor)
         n = int(np.prod([axis_size("allreduce", name) for name in axis]))
         return jax.tree_util.tree_map(lambda leaf: leaf / n, x) if op == "mean" else x
     algorithm, n, _, leaves, treedef, groups = _arguments(
-        "allreduce", x, axis, algorithm, bucket_bytes, op=op, groups=axis_index_groups)
+        "allreduce", x, axis, algorithm, bucket_bytes, op=op, groups=axis_index_groups,
+        executor=executor)
     # groups of different sizes (n None): each rank's own group's size
     size = _group_size(axis, groups) if n is None else n
     if op == "sum" and not any(isinstance(leaf, jax.core.Tracer)
@@ -484,7 +494,8 @@ def allreduce(x, axis, *, op: str = "sum", algorithm: str = "auto",
             lambda leaf: references.allreduce(leaf, axis, op, groups), wide), leaves))
     # pmax and pmin of bools: of 0s and 1s, as uint8 (cast back to bool by _narrowed)
     wide = [leaf.astype(jnp.uint8) if leaf.dtype == bool else leaf for leaf in wide]
-    run = _runner("allreduce", algorithm, n, axis, op, compress=compress, groups=groups)
+    run = _runner("allreduce", algorithm, n, axis, op, compress=compress, groups=groups,
+                  executor=executor)
     out = _mean(_packed(wide, _whole(wide, n), run, bucket_bytes), op, size)
     return treedef.unflatten(_typed_as_lax(_narrowed(out, leaves), leaves, axis, lambda leaf:
                                            references.allreduce(leaf, axis, op, groups)))
@@ -523,14 +534,15 @@ def allreduce_with_feedback(x, residual, axis, *, compress, op: str = "mean",
 @_sharded_dims_local("reduce_scatter")
 def reduce_scatter(x, axis, *, op: str = "sum", dim: int = 0, tiled: bool = False,
                    algorithm: str = "auto", bucket_bytes: int | None = BUCKET_BYTES,
-                   accum_dtype=None, compress=None, axis_index_groups=None):
+                   accum_dtype=None, compress=None, axis_index_groups=None, executor="xla"):
     """Rank i gets block i (along ``dim``) of ``op`` of ``x`` over ``axis`` (``lax.psum_scatter``).
 
     ``compress``: as allreduce's (``pairwise``: each value quantized once, at its source).
     Cost, ring: (n-1)α + (n-1)/n·Nβ + (n-1)/n·Nγ; naive: 2(n-1)α + (n-1)(N + N/n)β + (n-1)·Nγ.
     """
     algorithm, n, _, leaves, treedef, groups = _arguments(
-        "reduce_scatter", x, axis, algorithm, bucket_bytes, op=op, groups=axis_index_groups)
+        "reduce_scatter", x, axis, algorithm, bucket_bytes, op=op, groups=axis_index_groups,
+        executor=executor)
     dims = [scatter_dim("reduce_scatter", leaf.shape, dim, tiled, n) for leaf in leaves]
     compress, wide = _compressed("reduce_scatter", compress, algorithm, leaves, op, accum_dtype)
     wide = wide if compress else _widened("reduce_scatter", leaves, accum_dtype)
@@ -538,7 +550,8 @@ def reduce_scatter(x, axis, *, op: str = "sum", dim: int = 0, tiled: bool = Fals
         out = in_sequence(lambda leaf, d: references.reduce_scatter(
             leaf, axis, op, d, tiled, n, groups), wide, dims)
     else:
-        run = _runner("reduce_scatter", algorithm, n, axis, op, compress=compress, groups=groups)
+        run = _runner("reduce_scatter", algorithm, n, axis, op, compress=compress, groups=groups,
+                      executor=executor)
         out = _mean(_packed(wide, [Layout("scatter", n, d, tiled=tiled) for d in dims], run,
                             bucket_bytes), op, n)
         out = _typed_as_lax(out, leaves, axis, lambda leaf: references.reduce_scatter(
@@ -550,7 +563,7 @@ def reduce_scatter(x, axis, *, op: str = "sum", dim: int = 0, tiled: bool = Fals
 @_sharded_dims_local("allgather")
 def allgather(x, axis, *, dim: int = 0, tiled: bool = False, algorithm: str = "auto",
               bucket_bytes: int | None = BUCKET_BYTES, compress=None, axis_index_groups=None,
-              to: str = "varying"):
+              to: str = "varying", executor="xla"):
     """Every rank gets all ranks' ``x`` stacked (or, ``tiled``, concatenated) along ``dim``.
 
     Matches ``lax.all_gather(x, axis, axis=dim, tiled=tiled)``; ``bucket_bytes`` counts the
@@ -561,7 +574,8 @@ def allgather(x, axis, *, dim: int = 0, tiled: bool = False, algorithm: str = "a
     Cost, ring: (n-1)α + (n-1)·Nβ; naive: 2(n-1)α + (n-1)(N + nN)β (N = bytes of ``x``).
     """
     algorithm, n, _, leaves, treedef, groups = _arguments(
-        "allgather", x, axis, algorithm, bucket_bytes, groups=axis_index_groups)
+        "allgather", x, axis, algorithm, bucket_bytes, groups=axis_index_groups,
+        executor=executor)
     check_choice("allgather", "to", to, ("varying", "invarying", "reduced"))
     if to != "varying" and groups:
         raise ValueError(f"jaxcoll.allgather: to={to!r} takes no axis_index_groups (a "
@@ -573,7 +587,7 @@ def allgather(x, axis, *, dim: int = 0, tiled: bool = False, algorithm: str = "a
             leaf, axis, d, tiled, groups, to), leaves, dims))
 
     run = _runner("allgather", algorithm, n, axis, compress=compress, groups=groups,
-                  to=to)
+                  to=to, executor=executor)
     out = _packed(wide, [Layout("gather", n, d, tiled=tiled) for d in dims], run, bucket_bytes)
     return treedef.unflatten(_typed_as_lax(_narrowed(out, leaves), leaves, axis, lambda leaf:
                                            references.allgather(leaf, axis, gather_dim(
@@ -584,7 +598,7 @@ def allgather(x, axis, *, dim: int = 0, tiled: bool = False, algorithm: str = "a
 @_sharded_dims_local("alltoall")
 def alltoall(x, axis, *, split_dim: int, concat_dim: int, tiled: bool = False,
              algorithm: str = "auto", bucket_bytes: int | None = BUCKET_BYTES,
-             axis_index_groups=None):
+             axis_index_groups=None, executor="xla"):
     """Rank i's block j (along ``split_dim``) goes to rank j, which puts it at place i along
     ``concat_dim`` (``lax.all_to_all(x, axis, split_dim, concat_dim, tiled=tiled)``).
 
@@ -596,15 +610,16 @@ def alltoall(x, axis, *, split_dim: int, concat_dim: int, tiled: bool = False,
     if (algorithm != "xla" and _several_vmap_axes(axis) and axis_index_groups is None
             and not isinstance(algorithm, Schedule)):
         return _alltoall_axis_by_axis(x, axis, split_dim, concat_dim, tiled, algorithm,
-                                      bucket_bytes)
+                                      bucket_bytes, executor)
     algorithm, n, _, leaves, treedef, groups = _arguments(
-        "alltoall", x, axis, algorithm, bucket_bytes, groups=axis_index_groups)
+        "alltoall", x, axis, algorithm, bucket_bytes, groups=axis_index_groups,
+        executor=executor)
     dims = [alltoall_dims(leaf.shape, split_dim, concat_dim, tiled, n) for leaf in leaves]
     if algorithm == "xla":
         return treedef.unflatten(in_sequence(lambda leaf, d: references.alltoall(
             leaf, axis, d, tiled, groups), leaves, dims))
 
-    run = _runner("alltoall", algorithm, n, axis, groups=groups)
+    run = _runner("alltoall", algorithm, n, axis, groups=groups, executor=executor)
     out = _packed(leaves, [Layout("exchange", n, split, concat, tiled) for split, concat in dims],
                   run, bucket_bytes)
     return treedef.unflatten(_typed_as_lax(out, leaves, axis, lambda leaf: references.alltoall(
@@ -612,14 +627,15 @@ def alltoall(x, axis, *, split_dim: int, concat_dim: int, tiled: bool = False,
 
 
 def _alltoall_axis_by_axis(x, axis: tuple, split_dim: int, concat_dim: int, tiled: bool,
-                           algorithm: str, bucket_bytes):
+                           algorithm: str, bucket_bytes, executor):
     """alltoall over several vmap axes (JAX's ppermute under vmap takes one name), one axis
     after the other: rank (r_0, ..., r_k-1) of the tuple (row-major, as lax numbers it) sends
     block (b_0, ..., b_k-1) to rank (b_0, ...); exchanging index m over axis m, for every m,
     leaves index m naming the sender's r_m: the blocks in the senders' order."""
     sizes = [axis_size("alltoall", name) for name in axis]
     n = int(np.prod(sizes))
-    _arguments("alltoall", x, axis[0], algorithm, bucket_bytes)  # the checks, on one axis
+    _arguments("alltoall", x, axis[0], algorithm, bucket_bytes,  # the checks, on one axis
+               executor=executor)
     leaves, treedef = array_leaves("alltoall", x)
     out = []
     for leaf in leaves:
@@ -629,14 +645,15 @@ def _alltoall_axis_by_axis(x, axis: tuple, split_dim: int, concat_dim: int, tile
         blocks = rows.reshape(*sizes, rows.shape[1])  # (s_0, ..., s_k-1, block size)
         for m, name in enumerate(axis):
             blocks = alltoall(blocks, name, split_dim=m, concat_dim=m, algorithm=algorithm,
-                              bucket_bytes=bucket_bytes)
+                              bucket_bytes=bucket_bytes, executor=executor)
         out.append(layout.from_rows(blocks.reshape(rows.shape), leaf.shape))
     return treedef.unflatten(out)
 
 
 @_sharded_dims_local("broadcast")
 def broadcast(x, axis, *, root: int = 0, algorithm: str = "auto",
-              bucket_bytes: int | None = BUCKET_BYTES, axis_index_groups=None):
+              bucket_bytes: int | None = BUCKET_BYTES, axis_index_groups=None,
+              executor="xla"):
     """Every rank gets rank ``root``'s ``x``.
 
     Cost, naive: (n-1)(α + Nβ); binomial: ceil(log2 n)(α + Nβ); tree: up to 2 floor(log2 n)
@@ -644,31 +661,34 @@ def broadcast(x, axis, *, root: int = 0, algorithm: str = "auto",
     ``xla`` is a reference built from ``lax.all_gather``: it moves n times the data.
     """
     algorithm, n, root, leaves, treedef, groups = _arguments(
-        "broadcast", x, axis, algorithm, bucket_bytes, root=root, groups=axis_index_groups)
+        "broadcast", x, axis, algorithm, bucket_bytes, root=root, groups=axis_index_groups,
+        executor=executor)
     if algorithm == "xla":
         return treedef.unflatten(in_sequence(
             lambda leaf: references.broadcast(leaf, axis, root, groups), leaves))
 
-    run = _runner("broadcast", algorithm, n, axis, root=root, groups=groups)
+    run = _runner("broadcast", algorithm, n, axis, root=root, groups=groups, executor=executor)
     return treedef.unflatten(_packed(leaves, _whole(leaves, n), run, bucket_bytes))
 
 
 @_sharded_dims_local("reduce")
 def reduce(x, axis, *, root: int = 0, op: str = "sum", algorithm: str = "auto",
-           bucket_bytes: int | None = BUCKET_BYTES, accum_dtype=None, axis_index_groups=None):
+           bucket_bytes: int | None = BUCKET_BYTES, accum_dtype=None, axis_index_groups=None,
+           executor="xla"):
     """Rank ``root`` gets ``allreduce(x, axis, op=op)``; the other ranks get zeros.
 
     Cost, naive: (n-1)(α + Nβ + Nγ); binomial: ceil(log2 n)(α + Nβ + Nγ);
     reduce_scatter_gather: (n - 1 + ceil(log2 n))α + about 2(n-1)/n·Nβ + (n-1)/n·Nγ.
     """
     algorithm, n, root, leaves, treedef, groups = _arguments(
-        "reduce", x, axis, algorithm, bucket_bytes, op=op, root=root, groups=axis_index_groups)
+        "reduce", x, axis, algorithm, bucket_bytes, op=op, root=root, groups=axis_index_groups,
+        executor=executor)
     wide = _widened("reduce", leaves, accum_dtype)
     if algorithm == "xla":
         reduced = in_sequence(lambda leaf: references.allreduce(leaf, axis, op, groups), wide)
         out = references.on_root(reduced, axis, root, groups)
     else:  # zeros off the root
-        run = _runner("reduce", algorithm, n, axis, op, root, groups=groups)
+        run = _runner("reduce", algorithm, n, axis, op, root, groups=groups, executor=executor)
         out = _mean(_packed(wide, _whole(wide, n), run, bucket_bytes), op, n)
     return treedef.unflatten(_narrowed(out, leaves))
 
@@ -676,20 +696,22 @@ def reduce(x, axis, *, root: int = 0, op: str = "sum", algorithm: str = "auto",
 @_sharded_dims_local("gather")
 def gather(x, axis, *, root: int = 0, dim: int = 0, tiled: bool = False,
            algorithm: str = "auto", bucket_bytes: int | None = BUCKET_BYTES,
-           axis_index_groups=None):
+           axis_index_groups=None, executor="xla"):
     """Rank ``root`` gets ``allgather(x, axis, dim=dim, tiled=tiled)``; the others get zeros.
 
     Cost, naive: (n-1)(α + Nβ); binomial: ceil(log2 n)α + (n-1)·Nβ (N = bytes of ``x``).
     """
     algorithm, n, root, leaves, treedef, groups = _arguments(
-        "gather", x, axis, algorithm, bucket_bytes, root=root, groups=axis_index_groups)
+        "gather", x, axis, algorithm, bucket_bytes, root=root, groups=axis_index_groups,
+        executor=executor)
     dims = [gather_dim("gather", leaf.shape, dim, tiled) for leaf in leaves]
     if algorithm == "xla":
         gathered = in_sequence(lambda leaf, d: references.allgather(leaf, axis, d, tiled, groups),
                                leaves, dims)
         return treedef.unflatten(references.on_root(gathered, axis, root, groups))
 
-    run = _runner("gather", algorithm, n, axis, root=root, groups=groups)  # zeros off the root
+    run = _runner("gather", algorithm, n, axis, root=root, groups=groups,  # zeros off the root
+                  executor=executor)
     return treedef.unflatten(_packed(leaves, [Layout("gather", n, d, tiled=tiled) for d in dims],
                                      run, bucket_bytes))
 
@@ -697,21 +719,22 @@ def gather(x, axis, *, root: int = 0, dim: int = 0, tiled: bool = False,
 @_sharded_dims_local("scatter")
 def scatter(x, axis, *, root: int = 0, dim: int = 0, tiled: bool = False,
             algorithm: str = "auto", bucket_bytes: int | None = BUCKET_BYTES,
-            axis_index_groups=None):
+            axis_index_groups=None, executor="xla"):
     """Rank i gets block i (along ``dim``) of rank ``root``'s ``x``; other ranks' ``x`` is unused.
 
     Blocks as in ``reduce_scatter``: ``tiled=False`` needs x.shape[dim] == n and drops dim.
     Cost, naive: (n-1)(α + N/n·β); binomial: ceil(log2 n)α + (n-1)/n·Nβ.
     """
     algorithm, n, root, leaves, treedef, groups = _arguments(
-        "scatter", x, axis, algorithm, bucket_bytes, root=root, groups=axis_index_groups)
+        "scatter", x, axis, algorithm, bucket_bytes, root=root, groups=axis_index_groups,
+        executor=executor)
     dims = [scatter_dim("scatter", leaf.shape, dim, tiled, n) for leaf in leaves]
     if algorithm == "xla":
         return treedef.unflatten(in_sequence(lambda leaf, d: references.my_block_of(
             references.broadcast(leaf, axis, root, groups), axis, d, tiled, n, groups), leaves,
             dims))
 
-    run = _runner("scatter", algorithm, n, axis, root=root, groups=groups)
+    run = _runner("scatter", algorithm, n, axis, root=root, groups=groups, executor=executor)
     return treedef.unflatten(_packed(leaves, [Layout("scatter", n, d, tiled=tiled) for d in dims],
                                      run, bucket_bytes))
 
@@ -719,34 +742,37 @@ def scatter(x, axis, *, root: int = 0, dim: int = 0, tiled: bool = False,
 # ----------------------------------------------------------------------------- shortcuts
 
 def ring_allreduce(x, axis, *, op: str = "sum", bucket_bytes: int | None = BUCKET_BYTES,
-                   accum_dtype=None, compress=None):
+                   accum_dtype=None, compress=None, executor="xla"):
     """``allreduce(x, axis, op=op, algorithm="ring", ...)``."""
     return allreduce(x, axis, op=op, algorithm="ring", bucket_bytes=bucket_bytes,
-                     accum_dtype=accum_dtype, compress=compress)
+                     accum_dtype=accum_dtype, compress=compress, executor=executor)
 
 
 def ring_reduce_scatter(x, axis, *, op: str = "sum", dim: int = 0, tiled: bool = False,
                         bucket_bytes: int | None = BUCKET_BYTES, accum_dtype=None,
-                        compress=None):
+                        compress=None, executor="xla"):
     """``reduce_scatter(..., algorithm="ring")``."""
     return reduce_scatter(x, axis, op=op, dim=dim, tiled=tiled, algorithm="ring",
-                          bucket_bytes=bucket_bytes, accum_dtype=accum_dtype, compress=compress)
+                          bucket_bytes=bucket_bytes, accum_dtype=accum_dtype, compress=compress,
+                          executor=executor)
 
 
 def ring_allgather(x, axis, *, dim: int = 0, tiled: bool = False,
-                   bucket_bytes: int | None = BUCKET_BYTES, compress=None):
+                   bucket_bytes: int | None = BUCKET_BYTES, compress=None, executor="xla"):
     """``allgather(..., algorithm="ring")``."""
     return allgather(x, axis, dim=dim, tiled=tiled, algorithm="ring", bucket_bytes=bucket_bytes,
-                     compress=compress)
+                     compress=compress, executor=executor)
 
 
 def tree_allreduce(x, axis, *, op: str = "sum", bucket_bytes: int | None = BUCKET_BYTES,
-                   accum_dtype=None, compress=None):
+                   accum_dtype=None, compress=None, executor="xla"):
     """``allreduce(x, axis, op=op, algorithm="tree", ...)``."""
     return allreduce(x, axis, op=op, algorithm="tree", bucket_bytes=bucket_bytes,
-                     accum_dtype=accum_dtype, compress=compress)
+                     accum_dtype=accum_dtype, compress=compress, executor=executor)
 
 
-def tree_broadcast(x, axis, *, root: int = 0, bucket_bytes: int | None = BUCKET_BYTES):
+def tree_broadcast(x, axis, *, root: int = 0, bucket_bytes: int | None = BUCKET_BYTES,
+                   executor="xla"):
     """``broadcast(x, axis, root=root, algorithm="tree", ...)``."""
-    return broadcast(x, axis, root=root, algorithm="tree", bucket_bytes=bucket_bytes)
+    return broadcast(x, axis, root=root, algorithm="tree", bucket_bytes=bucket_bytes,
+                     executor=executor)

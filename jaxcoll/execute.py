@@ -1,4 +1,4 @@
-"""The one executor: lowers any :class:`~jaxcoll.schedule.Schedule` to ``lax.ppermute`` calls.
+"""The executor: lowers any :class:`~jaxcoll.schedule.Schedule` to ``lax.ppermute`` calls.
 
 Every algorithm reaches the devices through here (only the ``xla`` references in
 ``collectives.py`` call other ``lax`` collectives). It runs inside ``shard_map`` (or ``vmap``
@@ -13,6 +13,9 @@ with an ``axis_name``), on every rank at once:
 3. ``ppermute`` gets the axis names in the mesh's order and its pairs renumbered to match
    (``_compat.AxisPlan``), so a tuple axis in any order numbers ranks as ``lax.axis_index``.
 4. The result is unpadded back to ``(n_blocks, block_len)``.
+
+Step 2 has a second lowering: ``executor=Pallas(...)`` runs the same plan as one Pallas kernel
+of remote DMAs (pallas_kernel.py); steps 1 and 4 are shared.
 """
 
 from __future__ import annotations
@@ -25,15 +28,13 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from . import _compat, codec
+from . import _compat, codec, pallas_kernel
 from ._compat import AxisPlan, serialize_collectives
 from .compression import Compress
-from .ids import Ids
+from .pallas_kernel import Pallas
+from .traced_ids import Combine, flag, ids_at, reduced
 from .plan import Segment, full_permutation, lower
 from .schedules import Schedule
-
-Combine = Callable[[jnp.ndarray, jnp.ndarray], jnp.ndarray]
-
 
 def _take(buf, ids, contiguous: bool):
     """Chunks ``ids`` of ``buf``: (n_moved, chunk_len)."""
@@ -49,62 +50,6 @@ def _put(buf, ids, values, contiguous: bool):
         return lax.dynamic_update_slice_in_dim(buf, values, ids[0], axis=0,
                                                allow_negative_indices=False)
     return buf.at[ids].set(values)
-
-
-def _row(table: np.ndarray, step, me):
-    """``table[step, me]`` for a constant (n_steps, n_ranks, ...) table; ``step`` may be traced."""
-    if table.shape[0] == 1:
-        return lax.dynamic_index_in_dim(jnp.asarray(table[0]), me, 0, keepdims=False)
-    at_step = lax.dynamic_index_in_dim(jnp.asarray(table), step, 0, keepdims=False)
-    return lax.dynamic_index_in_dim(at_step, me, 0, keepdims=False)
-
-
-def _ids(ids: Ids, step, me):
-    """This rank's chunk ids at ``step`` (traced or not), computed from their compact form."""
-    def at_step(array):  # array[step]
-        if array.shape[0] == 1:
-            return jnp.asarray(array[0])
-        return lax.dynamic_index_in_dim(jnp.asarray(array), step, 0, keepdims=False)
-
-    if ids.kind == "affine" and not (ids.arrays[1].any() or ids.arrays[3].any()):
-        base, _, offset, _ = ids.arrays  # every rank's ids alike: a constant row per step
-        rows = offset + base % ids.modulus  # (n_steps, n_moved)
-        row = rows[0] if rows.shape[0] == 1 else at_step(rows)  # numpy: constants
-    elif ids.kind == "affine":
-        base, stride, offset, per_step = map(at_step, ids.arrays)
-        row = offset + (base + per_step * step + stride * me) % ids.modulus
-    elif ids.kind == "xor":
-        row = at_step(ids.arrays[0]) ^ (me & ids.mask)
-    elif ids.kind == "mirror":  # odd ranks negate the base
-        base, stride, offset = map(at_step, ids.arrays)
-        row = offset + (jnp.where(me % 2 == 1, -base, base) + stride * me) % ids.modulus
-    elif ids.kind == "rows":  # the taking-part ranks' rows; everyone else the default
-        ranks, rows, default = ids.arrays
-        if len(ranks) == 1:  # one rank's row, the default elsewhere
-            mine, others = at_step(rows)[0], at_step(default)  # (kept,) each
-            return _first_only(ids, lax.select(jnp.broadcast_to(me == ranks[0], others.shape),
-                                               mine, others))
-        hit = jnp.asarray(ranks) == me  # (n taking part,)
-        mine = at_step(rows)[jnp.argmax(hit)]
-        row = jnp.where(hit.any(), mine, at_step(default))
-    else:
-        row = _row(ids.arrays[0], step, me)
-    return _first_only(ids, row)
-
-
-def _first_only(ids: Ids, row):
-    """The run c, c+1, ... where ``ids`` keep only its first id c; else ``row`` itself."""
-    if ids.first_only and ids.n_moved > 1:  # an iota, not a constant of n_moved ids
-        return row[0] + jnp.arange(ids.n_moved, dtype=row.dtype)
-    return row
-
-
-def _flag(mask: Ids, me):
-    """This rank's entry of a per-rank mask (one step, one id) as a bool."""
-    if (mask.kind == "rows" and len(mask.arrays[0]) == 1 and mask.arrays[1].all()
-            and not mask.arrays[2].any()):
-        return me == mask.arrays[0][0]  # one rank's flag
-    return _ids(mask, 0, me)[0] != 0
 
 
 def after(value, previous):
@@ -169,20 +114,13 @@ def _run_segment(segment: Segment, carry, plan: AxisPlan, combine: Combine,
         return lax.ppermute(out, plan.permute_axes, perm=perm)
 
     def reduce(old, got, sender_first):
-        out = combine(old, got)
-        if sender_first is None or not jnp.issubdtype(out.dtype, jnp.inexact):
-            return out
-        # Which NaN combine returns depends on operand order, which the compiler may change:
-        # pick it explicitly, the lower rank's first.
-        lower = jnp.where(_flag(sender_first, me), got, old)
-        higher = jnp.where(_flag(sender_first, me), old, got)
-        nan = jnp.where(jnp.isnan(lower), lower, jnp.where(jnp.isnan(higher), higher, out))
-        return jnp.where(jnp.isnan(out), nan, out)
+        return reduced(combine, old, got,
+                       None if sender_first is None else flag(sender_first, me))
 
     def one_round(step, carry):
         buf, residual = carry
         # Every matching of the round reads the buffer as it was before the round.
-        send_ids = [_ids(table, step, me) for table in segment.send_ids]
+        send_ids = [ids_at(table, step, me) for table in segment.send_ids]
         outgoing = [_take(buf, ids, contiguous)
                     for ids, contiguous in zip(send_ids, segment.send_contiguous)]
         if compress is None:
@@ -206,8 +144,8 @@ def _run_segment(segment: Segment, carry, plan: AxisPlan, combine: Combine,
 
     def write_round(step, buf, received):
         if segment.one_write:  # one scatter for the whole round
-            ids = [_ids(table, step, me) if mask is None else  # others' ids past the end
-                   jnp.where(_flag(mask, me), _ids(table, step, me), buf.shape[0])
+            ids = [ids_at(table, step, me) if mask is None else  # others' ids past the end
+                   jnp.where(flag(mask, me), ids_at(table, step, me), buf.shape[0])
                    for table, mask in zip(segment.recv_ids, segment.receivers)]
             got = [reduce(_take(buf, i, False), r, segment.lower_sender_first[j]) if m.reduce
                    else r
@@ -216,14 +154,14 @@ def _run_segment(segment: Segment, carry, plan: AxisPlan, combine: Combine,
                                                    wrap_negative_indices=False)
         for j, matching in enumerate(segment.matchings):
             got = received[j]
-            ids = _ids(segment.recv_ids[j], step, me)
+            ids = ids_at(segment.recv_ids[j], step, me)
             receivers = segment.receivers[j]
             if matching.reduce or receivers is not None:
                 old = _take(buf, ids, segment.recv_contiguous[j])
                 if matching.reduce:
                     got = reduce(old, got, segment.lower_sender_first[j])
                 if receivers is not None:  # ranks outside the matching keep theirs
-                    got = jnp.where(_flag(receivers, me), got, old)
+                    got = jnp.where(flag(receivers, me), got, old)
             buf = _put(buf, ids, got, segment.recv_contiguous[j])
         return buf
 
@@ -233,7 +171,8 @@ def _run_segment(segment: Segment, carry, plan: AxisPlan, combine: Combine,
 
 
 def execute(schedule: Schedule, blocks, axis, combine: Combine, plan: AxisPlan | None = None,
-            compress: Compress | None = None, settle: bool = False, feedback: bool = False):
+            compress: Compress | None = None, settle: bool = False, feedback: bool = False,
+            executor: str | Pallas = "xla"):
     """Run ``schedule`` on this rank's ``(n_blocks, block_len)`` buffer; same shape back.
 
     ``n_blocks`` must divide ``schedule.n_chunks``: each block is cut into
@@ -243,6 +182,8 @@ def execute(schedule: Schedule, blocks, axis, combine: Combine, plan: AxisPlan |
     ``settle``: the result is then encoded once more where it is not a decoded value, so every
     rank holds the same bits; ``feedback``: also return what encoding dropped, summed per
     chunk at the rank that encoded it (the next step's error feedback), shaped as ``blocks``.
+    ``executor``: ``"xla"`` (collective-permutes) or a :class:`~jaxcoll.pallas_kernel.Pallas`
+    (one kernel of remote DMAs), both running the same plan.
     """
     n_blocks, block_len = blocks.shape
     plan = plan or _compat.axis_plan(axis)
@@ -268,8 +209,14 @@ def execute(schedule: Schedule, blocks, axis, combine: Combine, plan: AxisPlan |
     buf = _placed(buf, schedule.input_at, schedule.buffer_chunks)  # (buffer_chunks, chunk_len)
     carry = (buf, jnp.zeros_like(buf) if feedback else None)
     me = plan.index()
-    for segment in lower(schedule):
-        carry = _run_segment(segment, carry, plan, combine, compress, me)
+    if isinstance(executor, Pallas):
+        if compress is not None or feedback:
+            raise ValueError(f"jaxcoll: {schedule.name}: executor='pallas' does not compress; "
+                             "use executor='xla' with compress=")
+        carry = (pallas_kernel.run(lower(schedule), buf, plan, combine, me, executor), None)
+    else:
+        for segment in lower(schedule):
+            carry = _run_segment(segment, carry, plan, combine, compress, me)
     buf, residual = (None if part is None else part[schedule.output_at:][:schedule.n_chunks]
                      for part in carry)  # the result's (n_chunks, chunk_len)
     if compress is not None and settle:  # a decoded value re-encodes to itself

@@ -4,7 +4,8 @@
 ``jax.lax`` unchanged: ``psum``, ``pmean``, ``pmax``, ``pmin``, ``all_gather``,
 ``psum_scatter``, ``all_to_all``, ``ragged_all_to_all`` and ``pbroadcast`` take lax's arguments (``axis_index_groups``
 included) plus a keyword-only ``algorithm=`` (default ``"auto"``; ``"xla"`` is the built-in
-itself); every other name (``ppermute``, ``axis_index``, ``dot_general``, ...) is
+itself) and, but for ``ragged_all_to_all``, ``executor=`` (``"xla"`` or ``"pallas"``); every
+other name (``ppermute``, ``axis_index``, ``dot_general``, ...) is
 ``jax.lax``'s own.
 """
 
@@ -28,40 +29,45 @@ def _lax_errors(fn):
     builtin = getattr(_lax, fn.__name__)
 
     @functools.wraps(fn)
-    def wrapper(x, axis_name, *args, algorithm: str = "auto", **kwargs):
+    def wrapper(x, axis_name, *args, algorithm: str = "auto", executor="xla", **kwargs):
         try:
             _lax.axis_size(axis_name)
         except (NameError, ValueError):
             return builtin(x, axis_name, *args, **kwargs)
-        return fn(x, axis_name, *args, algorithm=algorithm, **kwargs)
+        return fn(x, axis_name, *args, algorithm=algorithm, executor=executor, **kwargs)
     return wrapper
 
 
 @_lax_errors
-def psum(x, axis_name, *, axis_index_groups=None, algorithm: str = "auto"):
+def psum(x, axis_name, *, axis_index_groups=None, algorithm: str = "auto",
+         executor="xla"):
     """``lax.psum``: the sum over ``axis_name`` (of each group)."""
     return _c.allreduce(x, axis_name, op="sum", algorithm=algorithm,
-                        axis_index_groups=axis_index_groups)
+                        axis_index_groups=axis_index_groups, executor=executor)
 
 
 @_lax_errors
-def pmax(x, axis_name, *, axis_index_groups=None, algorithm: str = "auto"):
+def pmax(x, axis_name, *, axis_index_groups=None, algorithm: str = "auto",
+         executor="xla"):
     """``lax.pmax``: the maximum over ``axis_name`` (of each group)."""
     return _c.allreduce(x, axis_name, op="max", algorithm=algorithm,
-                        axis_index_groups=axis_index_groups)
+                        axis_index_groups=axis_index_groups, executor=executor)
 
 
 @_lax_errors
-def pmin(x, axis_name, *, axis_index_groups=None, algorithm: str = "auto"):
+def pmin(x, axis_name, *, axis_index_groups=None, algorithm: str = "auto",
+         executor="xla"):
     """``lax.pmin``: the minimum over ``axis_name`` (of each group)."""
     return _c.allreduce(x, axis_name, op="min", algorithm=algorithm,
-                        axis_index_groups=axis_index_groups)
+                        axis_index_groups=axis_index_groups, executor=executor)
 
 
 @_lax_errors
-def pmean(x, axis_name, *, axis_index_groups=None, algorithm: str = "auto"):
+def pmean(x, axis_name, *, axis_index_groups=None, algorithm: str = "auto",
+         executor="xla"):
     """``lax.pmean``: ``psum / n`` (integers give floats, as lax's do)."""
-    total = psum(x, axis_name, axis_index_groups=axis_index_groups, algorithm=algorithm)
+    total = psum(x, axis_name, axis_index_groups=axis_index_groups, algorithm=algorithm,
+                 executor=executor)
     if not axis_index_groups:
         n = _lax.axis_size(axis_name)
     elif len(set(map(len, axis_index_groups))) > 1:  # this rank's group's size (lax: the first's)
@@ -73,27 +79,32 @@ def pmean(x, axis_name, *, axis_index_groups=None, algorithm: str = "auto"):
 
 @_lax_errors
 def all_gather(x, axis_name, *, axis_index_groups=None, axis: int = 0, tiled: bool = False,
-               to: str = "varying", algorithm: str = "auto"):
+               to: str = "varying", algorithm: str = "auto",
+         executor="xla"):
     """``lax.all_gather``: every rank's ``x`` stacked (or ``tiled``, concatenated) at ``axis``."""
     return _c.allgather(x, axis_name, dim=axis, tiled=tiled, algorithm=algorithm,
-                        axis_index_groups=axis_index_groups, to=to)
+                        axis_index_groups=axis_index_groups, to=to, executor=executor)
 
 
 @_lax_errors
 def psum_scatter(x, axis_name, *, scatter_dimension: int = 0, axis_index_groups=None,
-                 tiled: bool = False, algorithm: str = "auto"):
+                 tiled: bool = False, algorithm: str = "auto",
+         executor="xla"):
     """``lax.psum_scatter``: this rank's block of the sum along ``scatter_dimension``."""
     return _c.reduce_scatter(x, axis_name, op="sum", dim=scatter_dimension, tiled=tiled,
-                             algorithm=algorithm, axis_index_groups=axis_index_groups)
+                             algorithm=algorithm, axis_index_groups=axis_index_groups,
+                             executor=executor)
 
 
 @_lax_errors
 def all_to_all(x, axis_name, split_axis: int, concat_axis: int, *, axis_index_groups=None,
-               tiled: bool = False, algorithm: str = "auto"):
+               tiled: bool = False, algorithm: str = "auto",
+         executor="xla"):
     """``lax.all_to_all``: block j along ``split_axis`` to rank j, received blocks along
     ``concat_axis``."""
     return _c.alltoall(x, axis_name, split_dim=split_axis, concat_dim=concat_axis, tiled=tiled,
-                       algorithm=algorithm, axis_index_groups=axis_index_groups)
+                       algorithm=algorithm, axis_index_groups=axis_index_groups,
+                       executor=executor)
 
 
 def ragged_all_to_all(operand, output, input_offsets, send_sizes, output_offsets, recv_sizes, *,
@@ -112,9 +123,10 @@ def ragged_all_to_all(operand, output, input_offsets, send_sizes, output_offsets
 
 
 @_lax_errors
-def pbroadcast(x, axis_name, source: int, *, algorithm: str = "auto"):
+def pbroadcast(x, axis_name, source: int, *, algorithm: str = "auto",
+         executor="xla"):
     """``lax.pbroadcast``: every rank gets rank ``source``'s ``x``."""
-    return _c.broadcast(x, axis_name, root=source, algorithm=algorithm)
+    return _c.broadcast(x, axis_name, root=source, algorithm=algorithm, executor=executor)
 
 
 def __getattr__(name: str):

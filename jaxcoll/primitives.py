@@ -41,6 +41,7 @@ from jax.sharding import PartitionSpec as P
 from . import _compat
 from .compression import Compress
 from .execute import after, execute, token
+from .pallas_kernel import as_executor, effects
 from .records import RECORDS, Layout
 from .schedules import Schedule
 from .symbolic import dual
@@ -50,7 +51,7 @@ _COMBINE = {"sum": lax.add, "max": lax.max, "min": lax.min}
 
 def collective(schedule: Schedule, buf, axis, op: str = "sum", compress: Compress | None = None,
                feedback: bool = False, groups=None, to: str = "varying",
-               layout: Layout | None = None):
+               layout: Layout | None = None, executor="xla"):
     """Run ``schedule`` (labelled with its primitive) on this rank's ``(rows, width)`` buffer
     over ``axis``, as one primitive; the result has the primitive's ``rows_out`` rows. With
     ``layout`` (records.Layout), ``buf`` is one leaf as it is, packed inside the lowering: the
@@ -61,7 +62,8 @@ def collective(schedule: Schedule, buf, axis, op: str = "sum", compress: Compres
     group's result is not the whole axis'); ``to``: an allgather typed "invarying" (as an
     allreduce always is) or "reduced", as ``lax.all_gather(..., to=...)``. An input typed
     unreduced over the axis (partial sums) is summed by a sum's allreduce or reduce_scatter,
-    as lax's psum and psum_scatter do."""
+    as lax's psum and psum_scatter do. ``executor``: ``"xla"``, ``"pallas"`` or a
+    ``Pallas(interpret=...)`` (pallas_kernel.py): how the schedule's plan runs."""
     plan = _compat.axis_plan(axis, groups)
     record, aval = RECORDS[schedule.primitive], jax.typeof(buf)
     partials = bool(_compat.unreduced_only(aval) & set(plan.axes))
@@ -89,7 +91,8 @@ def collective(schedule: Schedule, buf, axis, op: str = "sum", compress: Compres
         return tuple(FEEDBACK.bind(buf, schedule=_shown(schedule), plan=plan, op=op,
                                    invariant=invariant, compress=compress))
     return _bind(buf, schedule=schedule, plan=plan, op=op, invariant=invariant,
-                 compress=compress, layout=layout, partials=partials, reduced=reduced)
+                 compress=compress, layout=layout, partials=partials, reduced=reduced,
+                 executor=as_executor(executor))
 
 
 class _Shown(Schedule):
@@ -108,27 +111,28 @@ def _shown(schedule: Schedule) -> Schedule:
 
 def _bind(buf, *, schedule: Schedule, plan, op: str, invariant: bool,
           compress: Compress | None = None, layout: Layout | None = None,
-          partials: bool = False, reduced: bool = False):
+          partials: bool = False, reduced: bool = False, executor="xla"):
     """``partials``: ``buf`` is typed unreduced over the axis (each rank's partial sum, as
     lax's unreduced_psum reads it); ``reduced``: the result is typed reduced over it
     (``lax.all_gather(..., to="reduced")``)."""
     return PRIMITIVES[schedule.primitive].bind(buf, schedule=_shown(schedule), plan=plan, op=op,
                                                invariant=invariant, compress=compress,
                                                layout=layout, partials=partials,
-                                               reduced=reduced)
+                                               reduced=reduced, executor=executor)
 
 
 # ----------------------------------------------------------------------------- the program
 
 def program(buf, *, schedule: Schedule, plan, op: str, invariant: bool = False,
             compress: Compress | None = None, feedback: bool = False, partials: bool = False,
-            reduced: bool = False):
+            reduced: bool = False, executor="xla"):
     """The ppermute program of one primitive on this rank's (rows_in, width) buffer (with
     ``feedback``, an allreduce's: the result and what encoding dropped)."""
     del invariant, partials, reduced  # typing only
     record, me = RECORDS[schedule.primitive], plan.index()
     run = partial(execute, schedule, axis=plan.axes, combine=_COMBINE[op], plan=plan,
-                  compress=compress, settle=record.replicated, feedback=feedback)
+                  compress=compress, settle=record.replicated, feedback=feedback,
+                  executor=executor)
     if feedback:
         return run(buf)
     out = run(record.enter(buf, me, schedule.n_ranks))
@@ -139,7 +143,7 @@ def program(buf, *, schedule: Schedule, plan, op: str, invariant: bool = False,
 
 def _abstract_eval(x, *, schedule: Schedule, plan, op: str, invariant: bool, compress=None,
                    layout: Layout | None = None, partials: bool = False,
-                   reduced: bool = False):
+                   reduced: bool = False, executor="xla"):
     record, n = RECORDS[schedule.primitive], schedule.n_ranks
     rows = record.rows("rows_out", n)
     # stacked: (ranks, rows, width), one buffer per rank of the axis (of every group)
@@ -179,10 +183,10 @@ def _per_rank_program(params: dict, feedback: bool = False):
 
 def _jvp(primals, tangents, *, schedule: Schedule, plan, op: str, invariant: bool,
          compress=None, layout: Layout | None = None, partials: bool = False,
-         reduced: bool = False):
+         reduced: bool = False, executor="xla"):
     (x,), (t,) = primals, tangents
     params = dict(schedule=schedule, plan=plan, invariant=invariant, layout=layout,
-                  partials=partials, reduced=reduced)
+                  partials=partials, reduced=reduced, executor=executor)
     y = _bind(x, op=op, compress=compress, **params)  # the tangent: uncompressed, below
     if type(t) is ad.Zero:
         return y, _compat.zero_tangent(y)
@@ -209,18 +213,19 @@ def _ordered(value, previous):
 
 def _transpose_bind(ct, *, schedule: Schedule, plan, invariant: bool,
                     layout: Layout | None = None, partials: bool = False,
-                    reduced: bool = False):
+                    reduced: bool = False, executor="xla"):
     """The transposed primitive applied to ``ct``: one collective on the dual schedule (and
     the dual layout: a scatter's blocks are a gather's). A reduce-scatter of partial sums
     transposes to an allgather typed reduced, and back (lax's unreduced_psum_scatter and
     all_gather_reduced)."""
     return _bind(ct, schedule=dual(schedule), plan=plan, op="sum", invariant=invariant,
                  layout=None if layout is None else layout.dual(), partials=reduced,
-                 reduced=partials)
+                 reduced=partials, executor=executor)
 
 
 def _transpose(ct, x, *, schedule: Schedule, plan, op: str, invariant: bool, compress=None,
-               layout: Layout | None = None, partials: bool = False, reduced: bool = False):
+               layout: Layout | None = None, partials: bool = False, reduced: bool = False,
+               executor="xla"):
     if op != "sum" or compress is not None:
         raise NotImplementedError(f"jaxcoll_{schedule.primitive} with op={op!r}, "
                                   f"compress={compress!r} is not linear")
@@ -237,15 +242,16 @@ def _transpose(ct, x, *, schedule: Schedule, plan, op: str, invariant: bool, com
         mine = lax.dynamic_slice_in_dim(rows, plan.index(), 1, axis=0)  # (1, w)
         return (mine if layout is None else layout.dual().from_rows(mine, ct.shape),)
     return (_transpose_bind(ct, schedule=schedule, plan=plan, invariant=invariant,
-                            layout=layout, partials=partials, reduced=reduced),)
+                            layout=layout, partials=partials, reduced=reduced,
+                            executor=executor),)
 
 
 def _batch(axis_data, vals, dims, *, schedule: Schedule, plan, op: str, invariant: bool,
            compress=None, layout: Layout | None = None, partials: bool = False,
-           reduced: bool = False):
+           reduced: bool = False, executor="xla"):
     (x,), (d,) = vals, dims
     params = dict(schedule=schedule, plan=plan, op=op, invariant=invariant, compress=compress,
-                  partials=partials, reduced=reduced)
+                  partials=partials, reduced=reduced, executor=executor)
     if layout is not None:  # a batched leaf: packed into rows here, batched as rows below
         return _batch_leaf(axis_data, x, d, layout, params)
     if axis_data.name in plan.axes:  # vmap(axis_name=...) over the collective's own axis
@@ -324,7 +330,8 @@ def define(name: str, *, abstract_eval: Callable, program_of: Callable, batch: C
         return mlir.lower_fun(program_of(params), multiple_results=multiple_results)(ctx, *args)
 
     p.def_impl(impl)
-    p.def_abstract_eval(abstract_eval)
+    p.def_effectful_abstract_eval(lambda *args, **params: (
+        abstract_eval(*args, **params), effects(params.get("executor"))))
     mlir.register_lowering(p, lowering)
     if jvp is not None:
         ad.primitive_jvps[p] = jvp

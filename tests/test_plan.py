@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import jaxcoll
-from jaxcoll.execute import _ids
+from jaxcoll.traced_ids import ids_at as _ids
 from jaxcoll.families import SCHEDULES, build_schedule
 from jaxcoll.ids import id_values
 from jaxcoll.plan import _symmetric_ids, compact, lower
