@@ -166,8 +166,7 @@ class _Refs:
         return {self.axes: self.program[_GROUP + rank]}
 
     def signal(self, sem, rank):
-        pl.semaphore_signal(sem, 1, device_id=self.device(rank),
-                            device_id_type=pl.DeviceIdType.MESH)
+        pl.semaphore_signal(sem, 1, device_id=self.device(rank))  # a mesh position
 
 
 # ----------------------------------------------------------------------------- the kernel
@@ -246,7 +245,7 @@ def _run_segment(segment: Segment, row: tuple[_Slot, ...], refs: _Refs, reduce,
                          program)
         return [pltpu.make_async_remote_copy(
             refs.buf.at[take], refs.land.at[j, put], refs.sent.at[j], refs.received.at[j],
-            device_id=refs.device(program[slot.peers]), device_id_type=pl.DeviceIdType.MESH)
+            device_id=refs.device(program[slot.peers]))
             for take, put in pieces]
 
     def sends(j):

@@ -20,7 +20,8 @@
 #   bidirectional ring (where it halves t and where it does not), and gradients (each one's
 #   transpose is the other);
 # - ring attention in a few lines on `jaxcoll.allgather_fold`;
-# - what fake CPU devices can and cannot show about all this, and the GPU flags that matter.
+# - what fake CPU devices can and cannot show about all this, and the GPU flags that matter;
+# - the ring as one Pallas kernel of remote DMAs (jaxcoll's second executor), race-checked.
 #
 # **Prerequisites**: notebooks 01 and 02 (the ring, AllGather and ReduceScatter).
 #
@@ -391,6 +392,107 @@ print("async collective-permute (start/done) on this backend:", "collective-perm
 # PR 6905), and not for every sharding (with FSDP + TP it did not kick in: openxla/xla PR
 # 26948). Writing the loop, as jaxcoll does, does not depend on a pattern match. One GPU
 # cannot show any of this; it needs several.
+#
+# ## 8. The same ring as one Pallas kernel
+#
+# Everything so far runs as XLA `collective-permute`s: one op per ring step, scheduled by the
+# compiler. JAX's other way to write a collective, the one its Pallas docs teach for TPUs
+# ("Distributed Computing in Pallas for TPUs"), is one kernel that issues the transfers
+# itself: remote DMAs from this device's memory into another device's, and semaphores to know
+# when they landed. The docs' first example, a ppermute to the right neighbour:
+
+# %%
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import tpu as pltpu
+
+CHECKED = pltpu.InterpretParams(detect_races=True, dma_execution_mode="eager")
+
+
+def right_permute_kernel(x_ref, out_ref, send_sem, recv_sem):
+    right = lax.rem(lax.axis_index(AXIS) + 1, n)
+    copy = pltpu.make_async_remote_copy(x_ref, out_ref, send_sem, recv_sem,
+                                        device_id={AXIS: right})  # its place on the mesh
+    copy.start()      # the DMA: my x_ref into my right neighbour's out_ref
+    copy.wait_send()  # my x_ref has been read
+    copy.wait_recv()  # my out_ref has been written (by my left neighbour)
+
+
+def right_permute(x):
+    return pl.pallas_call(
+        right_permute_kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+        in_specs=[pl.BlockSpec(memory_space=pltpu.VMEM)],
+        out_specs=pl.BlockSpec(memory_space=pltpu.VMEM),
+        scratch_shapes=[pltpu.SemaphoreType.DMA, pltpu.SemaphoreType.DMA],
+        interpret=CHECKED)(x)
+
+
+xs = small_integers(n * 2, 3)
+by_hand = jax.jit(jax.shard_map(right_permute, mesh=lesson.mesh, in_specs=ROWS,
+                                out_specs=ROWS, check_vma=False))(xs)
+right = [(r, (r + 1) % n) for r in range(n)]
+assert np.array_equal(by_hand, by_rows(lambda b: lax.ppermute(b, AXIS, right))(xs))
+print("the hand-written kernel == lax.ppermute to the right")
+
+# %% [markdown]
+# Off TPU, `interpret=` runs the kernel in Pallas's **TPU interpret mode**: each device's kernel
+# is interpreted on the CPU, with its memories, DMAs and semaphores simulated, and, with
+# `detect_races=True` and eager DMAs, a race detector that orders every read and write by the
+# semaphores that should order them.
+#
+# jaxcoll's second executor writes any schedule this way: `executor="pallas"` lowers the
+# schedule's validated plan, the one the `collective-permute`s come from, to one kernel. Each
+# rank's program (its chunk ids per round, its partner in each matching) sits in SMEM; a
+# `fori_loop` runs the rounds. Per round: the receiver signals its sender that its landing
+# slots are free (a semaphore named after the receiver: another receiver's signal, one running
+# rounds ahead, must not count); the sender waits for that, DMAs its chunks, waits for its
+# DMAs to be read; the receiver waits for them to land and reduces them into its buffer:
+
+# %%
+checked = jaxcoll.Pallas(interpret=CHECKED)
+xr = jax.random.normal(jax.random.key(0), (n * 3, 40))
+kernel = by_rows(lambda b: jaxcoll.allreduce(b, AXIS, algorithm="ring", executor=checked))
+permutes = by_rows(lambda b: jaxcoll.allreduce(b, AXIS, algorithm="ring"))
+assert np.array_equal(kernel(xr), permutes(xr))   # bit for bit: the same plan, the same order
+body = lesson.compiled_text(kernel, xr)
+print("collective-permutes in the kernel's program:", body.count("collective-permute("),
+      "(the interpreter's callbacks move the data)")
+
+# %% [markdown]
+# The race detector earns its place: the first version of this handshake had one `ready`
+# semaphore per matching, a count anyone could add to, and the tree allreduce at n = 8 came
+# out wrong with a race reported; a fast receiver's signal for a later round had let a sender
+# overwrite a slot still being read. Drop any one wait on purpose (`drop=` is a test knob) and
+# it is caught:
+
+# %%
+broken = jaxcoll.Pallas(interpret=CHECKED, drop=("receive_wait",))
+ring_broken = by_rows(lambda b: jaxcoll.allreduce(b, AXIS, algorithm="ring", executor=broken))
+report = lesson.race_report(lambda: ring_broken(xr))   # what the detector printed or raised
+pltpu.reset_tpu_interpret_mode_state()
+assert report
+print("receive wait dropped ->", report.splitlines()[0], "\n ", report.splitlines()[1].split(
+    " from ")[0], "(a landing slot: its DMA and this access unordered)")
+
+# %% [markdown]
+# **What interpret mode shows, and what it cannot.** It checks the *logic*: that the
+# handshake orders every DMA against every read and write, for every schedule, and that the
+# kernel computes what the XLA executor computes (tests/test_pallas.py: every registered
+# schedule, bit for bit). It says nothing about speed: each call here is ~0.5-2 s of Python
+# simulating DMAs.
+#
+# **What a TPU gains, on paper.** No per-round XLA op: one kernel launch, the rounds a loop in
+# the kernel, so α per round is a DMA issue and a semaphore wait, not an op boundary. Room for
+# double buffering (two landing slots per matching: round s+1's DMA lands while round s's
+# reduce runs, the `ready` wait moving back one round) and for fusing compute into the loop, as
+# sections 1-3 do with `ppermute`s. The barrier at the start is what the docs' barrier
+# semaphore is for: no DMA may reach a device whose kernel has not started.
+#
+# **What a GPU lowering would need.** Mosaic GPU (jax 0.12) has peer memory
+# (`plgpu.remote_ref`, over NVSHMEM), multicast and cross-device semaphores, but no DMA
+# semaphores: a send is a store into a peer's memory, completion a fence plus a signal, so the
+# `sent`/`received` waits above become a fence and a flag the receiver polls. Its interpret
+# mode cannot run peer memory on CPU, so such a lowering could not be tested on this machine,
+# and jaxcoll does not write one.
 #
 # ## Try it
 #

@@ -11,6 +11,9 @@ process (README, "Sharp bit: jaxlib 0.10 on CPU runs independent collectives int
 
 from __future__ import annotations
 
+import contextlib
+import io
+import logging
 import re
 import tempfile
 from collections import Counter
@@ -408,3 +411,22 @@ def permutes_run(program, *args) -> tuple[int, int]:
 
 
 _PERMUTE_OP = re.compile(r"\bcollective-permute(?:-start)?\(")
+
+
+def race_report(run) -> str:
+    """What Pallas's interpret-mode race detector reports while ``run()`` runs, printed or
+    raised (jax 0.10 prints every race it finds, jax 0.12 raises the first and logs the failed
+    callbacks: both kept out of the notebook's output); "" if none."""
+    report, callbacks = io.StringIO(), logging.getLogger("jax._src.callback")
+    with contextlib.redirect_stdout(report), contextlib.redirect_stderr(report):
+        callbacks.disabled = True
+        try:
+            jax.block_until_ready(run())
+            jax.effects_barrier()
+        except jax.errors.JaxRuntimeError as error:
+            report.write(str(error))
+        finally:
+            callbacks.disabled = False
+    text = report.getvalue()
+    return text[text.index("RACE DETECTED"):] if "RACE DETECTED" in text else ""
+

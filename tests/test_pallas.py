@@ -1,0 +1,208 @@
+"""The second executor (pallas_kernel.py): every registered schedule as one Pallas TPU kernel,
+run in TPU interpret mode on the CPU devices, equal to the XLA executor bit for bit and to lax,
+through jvp, grad and vmap, with interpret mode's race detector on: a race, or a semaphore left
+non-zero at kernel exit, fails the test.
+
+An interpreted call costs ~0.5-2 s here: each schedule runs at one of n = 8, 6, 3, 2, 1 in turn
+(at every one with ``--deep``)."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.experimental.pallas import tpu as pltpu
+
+import jaxcoll
+from jaxcoll.pallas_kernel import races_found
+from jaxcoll.records import RECORDS
+
+from helpers import AXIS, assert_same, exact_inputs, per_rank
+
+CHECKED = jaxcoll.Pallas(interpret=pltpu.InterpretParams(detect_races=True,
+                                                         dma_execution_mode="eager"))
+LEFT_OVER = "at kernel exit"  # "Semaphore .. has non-zero count for .. at kernel exit: .."
+
+# every registered schedule: (primitive, algorithm), hierarchical ones by their levels
+CASES = [(primitive, algorithm) for primitive in RECORDS
+         for algorithm in jaxcoll.algorithms(primitive)
+         if algorithm not in ("xla", "auto")]
+LEVELS = {8: (2, 4), 6: (3, 2), 3: (3, 1), 2: (2, 1), 1: (1,)}
+NS = (8, 6, 3, 2, 1)  # by default schedule i runs at NS[i % 5]; with --deep at every one
+
+
+def pytest_generate_tests(metafunc):
+    """(primitive, algorithm, n) cases, marked as sweeps (``--sweep-ns`` keeps some n)."""
+    if "primitive" in metafunc.fixturenames and "n" in metafunc.fixturenames:
+        deep = metafunc.config.getoption("--deep")
+        metafunc.parametrize("primitive, algorithm, n", [
+            pytest.param(primitive, algorithm, n, marks=pytest.mark.sweep)
+            for i, (primitive, algorithm) in enumerate(CASES)
+            for n in (NS if deep else NS[i % len(NS):][:1])])
+
+
+def _schedule(primitive: str, algorithm: str, n: int):
+    return jaxcoll.schedule(primitive, algorithm, LEVELS[n] if algorithm == "hierarchical"
+                            else n)
+
+
+def _public(primitive: str, x, **kwargs):
+    """The public collective on this rank's (rows_in, width) rows, as (rows_out, width)."""
+    fn = getattr(jaxcoll, primitive)
+    if primitive in ("allgather", "gather"):
+        return fn(x[0], AXIS, **kwargs)  # (n, width)
+    if primitive == "alltoall":
+        return fn(x, AXIS, split_dim=0, concat_dim=0, **kwargs)
+    if primitive in ("reduce_scatter", "scatter"):
+        return fn(x, AXIS, **kwargs)[None]  # block i of n rows
+    return fn(x, AXIS, **kwargs)
+
+
+@pytest.fixture
+def checked(capfd):
+    """``checked(fn, *args)``: ``fn(*args)``, failing on a race or a semaphore left over."""
+    def run(fn, *args):
+        out = jax.block_until_ready(fn(*args))
+        jax.effects_barrier()  # the interpreter's last callbacks (its checks) have run
+        assert not races_found(), "a race was detected"
+        printed = capfd.readouterr().out
+        assert LEFT_OVER not in printed, printed
+        return out
+    yield run
+    pltpu.reset_tpu_interpret_mode_state()
+
+
+def test_every_schedule_equals_the_xla_executor_and_lax(primitive, algorithm, n, checked):
+    """Random floats (5 columns): bit for bit the XLA executor's; integer-valued ones (3
+    columns, exact in any order): lax's. Columns never meet, so one kernel checks both."""
+    schedule = _schedule(primitive, algorithm, n)
+    rows = RECORDS[primitive].rows("rows_in", n)
+    floats = jax.random.normal(jax.random.key(n), (n, rows, 5))
+    integers = exact_inputs(n, (rows, 3), jnp.float32, seed=n)
+    x = jnp.concatenate([floats, integers], axis=-1)  # (n, rows_in, 8)
+
+    def both(x):
+        return (_public(primitive, x, algorithm=schedule, executor=CHECKED),
+                _public(primitive, x, algorithm=schedule),
+                _public(primitive, x[:, 5:], algorithm="xla"))
+    pallas, xla, lax_ = checked(per_rank(both, n), x)
+    what = f"{primitive} {algorithm} n={n}"
+    assert_same(pallas, xla, what + ": the XLA executor's")
+    assert_same(pallas[..., 5:], lax_, what + ": lax's")
+
+
+def _loss_grad(fn, n: int):
+    """grad of a weighted sum of ``fn``'s per-rank results, as a function of (n, rows, w)."""
+    run = per_rank(fn, n)
+
+    def loss(x):
+        out = run(x)
+        return jnp.sum(jnp.sin(out) * jnp.arange(out.size).reshape(out.shape))
+    return jax.jit(jax.grad(loss))
+
+
+@pytest.mark.parametrize("primitive, algorithm", [
+    ("reduce_scatter", "ring"), ("allgather", "recursive_doubling"), ("broadcast", "binomial"),
+    ("allreduce", "two_shot")])
+def test_grad_equals_lax(primitive, algorithm, checked):
+    """The transpose runs the dual schedule through the Pallas executor too."""
+    n = 6 if algorithm != "recursive_doubling" else 8
+    x = jax.random.normal(jax.random.key(1), (n, RECORDS[primitive].rows("rows_in", n), 4))
+    ours = _loss_grad(lambda b: _public(primitive, b, algorithm=algorithm, executor=CHECKED), n)
+    want = _loss_grad(lambda b: _public(primitive, b, algorithm="xla"), n)
+    np.testing.assert_allclose(checked(ours, x), want(x), rtol=1e-5, atol=1e-5)
+
+
+def test_jvp_and_vmap_equal_lax(checked):
+    """jvp of a sum (the tangent one more kernel), vmap inside the shard_map (the batch rides
+    in the width), grad of a vmap and vmap of a grad: as lax's."""
+    n = 3
+    x = jax.random.normal(jax.random.key(2), (n, 2, 4))
+
+    def jvp(psum):
+        return per_rank(lambda b: jax.jvp(psum, (b,), (jnp.cos(b),)), n)
+
+    def vmapped(psum):  # vmap of grad and grad of vmap, in one program
+        def body(b):
+            grad = jax.grad(lambda v: jnp.sum(jnp.sin(psum(v))))
+            return jax.vmap(grad)(b), jax.grad(lambda v: jnp.sum(jax.vmap(psum)(v) ** 2))(b)
+        return per_rank(body, n)
+
+    def ours(v):
+        return jaxcoll.allreduce(v, AXIS, algorithm="ring", executor=CHECKED)
+
+    def theirs(v):
+        return jax.lax.psum(v, AXIS)
+    for make in (jvp, vmapped):
+        for got, want in zip(checked(make(ours), x), make(theirs)(x)):
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_groups_ops_dtypes_and_pytrees(checked):
+    """axis_index_groups (each group runs the schedule among its members); sum, max, min,
+    mean; int32, bfloat16, bools (summed as int32, as psum does); a pytree in one bucket."""
+    n, groups = 8, [[0, 2, 4, 6], [1, 3, 5, 7]]
+    x = exact_inputs(n, (3, 5), jnp.int32)
+
+    def calls(b, executor):
+        tree = {"ints": b, "halves": b[0].astype(jnp.bfloat16), "flags": b[1] > 0}
+        return [jaxcoll.allreduce(b, AXIS, op=op, algorithm="ring", executor=executor,
+                                  axis_index_groups=groups) for op in ("max", "min")
+                ] + [jaxcoll.allreduce(tree, AXIS, op="sum", algorithm="ring",
+                                       executor=executor, axis_index_groups=groups),
+                     jaxcoll.allreduce(b.astype(jnp.bfloat16), AXIS, op="mean",
+                                       algorithm="recursive_doubling", executor=executor)]
+    got = checked(per_rank(lambda b: calls(b, CHECKED), n), x)
+    want = per_rank(lambda b: calls(b, "xla"), n)(x)
+    for ours, theirs in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
+        assert_same(ours, theirs)
+
+
+def test_large_buffers_run_in_tiles(checked):
+    """A buffer past the interpreter's limit (jax 0.10.2 hangs past ~96 KB) runs as kernels on
+    column tiles: 25,000 float32 (100 KB) a rank."""
+    n = 8
+    x = jax.random.normal(jax.random.key(3), (n, 1, 25_000))
+    got = checked(per_rank(lambda b: jaxcoll.allreduce(b, AXIS, algorithm="ring",
+                                                       executor=CHECKED), n), x)
+    want = per_rank(lambda b: jaxcoll.allreduce(b, AXIS, algorithm="ring"), n)(x)
+    assert_same(got, want)
+
+
+@pytest.mark.parametrize("dropped, caught_by", [
+    ("receive_wait", "race"), ("send_wait", "semaphore"), ("ready_wait", "race")])
+def test_broken_synchronization_is_caught(dropped, caught_by, capfd):
+    """Each wait of the round's handshake, left out on purpose, is caught: a race (the race
+    detector, in eager DMA mode: jax 0.10 flags it, jax 0.12 raises it) or a semaphore left
+    non-zero at kernel exit."""
+    broken = jaxcoll.Pallas(interpret=CHECKED.interpret, drop=(dropped,))
+    n = 4
+    x = jax.random.normal(jax.random.key(4), (n, 1, 8))
+    raised = []
+    try:
+        for step in (lambda: jax.block_until_ready(per_rank(lambda b: jaxcoll.allreduce(
+                b, AXIS, algorithm="ring", executor=broken), n)(x)), jax.effects_barrier):
+            try:  # the barrier also clears what failed, for the tests after this one
+                step()
+            except (jax.errors.JaxRuntimeError, ExceptionGroup) as error:
+                raised.append(str(error) + "".join(
+                    map(str, getattr(error, "exceptions", ()))))
+        race = races_found() or any("RACE DETECTED" in text for text in raised)
+        left_over = LEFT_OVER in capfd.readouterr().out
+    finally:
+        pltpu.reset_tpu_interpret_mode_state()
+    assert {"race": race, "semaphore": left_over}[caught_by], (race, left_over, raised)
+
+
+def test_refusals():
+    """What the Pallas executor cannot run is refused before anything is traced into XLA."""
+    n = 4
+    x = jnp.ones((n, 1, 4))
+    with pytest.raises(ValueError, match="executor='pallas' runs inside jax.shard_map"):
+        jax.vmap(lambda v: jaxcoll.allreduce(v, AXIS, algorithm="ring", executor="pallas"),
+                 axis_name=AXIS)(x)
+    for kwargs, message in (({"algorithm": "xla"}, "algorithm='xla' calls lax's own"),
+                            ({"compress": "bf16", "algorithm": "ring"}, "compress='bf16'"),
+                            ({"executor": "mosaic"}, "executor='mosaic' is not one of")):
+        kwargs = {"executor": "pallas", **kwargs}
+        with pytest.raises(ValueError, match=message):
+            per_rank(lambda b: jaxcoll.allreduce(b, AXIS, **kwargs), n)(x)
