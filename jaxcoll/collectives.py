@@ -112,7 +112,7 @@ def _arguments(primitive: str, x, axis, algorithm, bucket_bytes, *, op=_TAKES_NO
     (default: ``primitive``). ``executor``: how a schedule runs (``"xla"``, ``"pallas"``).
     """
     fn = fn or primitive
-    if as_executor(executor) != "xla" and algorithm == "xla":
+    if as_executor(executor, f"jaxcoll.{fn}") != "xla" and algorithm == "xla":
         raise ValueError(f"jaxcoll.{fn}: algorithm='xla' calls lax's own collective, which no "
                          f"executor runs; executor={executor!r} needs a schedule's algorithm")
     if isinstance(algorithm, Schedule):

@@ -1,4 +1,4 @@
-"""The executor: lowers any :class:`~jaxcoll.schedule.Schedule` to ``lax.ppermute`` calls.
+"""The XLA executor: lowers any :class:`~jaxcoll.schedule.Schedule` to ``lax.ppermute`` calls.
 
 Every algorithm reaches the devices through here (only the ``xla`` references in
 ``collectives.py`` call other ``lax`` collectives). It runs inside ``shard_map`` (or ``vmap``
@@ -32,9 +32,10 @@ from . import _compat, codec, pallas_kernel
 from ._compat import AxisPlan, serialize_collectives
 from .compression import Compress
 from .pallas_kernel import Pallas
-from .traced_ids import Combine, flag, ids_at, reduced
 from .plan import Segment, full_permutation, lower
 from .schedules import Schedule
+from .traced_ids import Combine, flag, ids_at, reduced
+
 
 def _take(buf, ids, contiguous: bool):
     """Chunks ``ids`` of ``buf``: (n_moved, chunk_len)."""

@@ -79,13 +79,14 @@ def races_found() -> bool:
     return _compat.interpreter_races_found()
 
 
-def as_executor(executor) -> str | Pallas:
-    """``"xla"``, or a :class:`Pallas` for ``"pallas"`` or one given; refuses anything else."""
-    if executor == "pallas":
+def as_executor(executor, fn: str = "jaxcoll") -> str | Pallas:
+    """``"xla"``, or a :class:`Pallas` for ``"pallas"`` or one given; refuses anything else
+    (``fn``: the function named in the error)."""
+    if isinstance(executor, str) and executor == "pallas":
         return Pallas()
-    if executor == "xla" or isinstance(executor, Pallas):
+    if isinstance(executor, str) and executor == "xla" or isinstance(executor, Pallas):
         return executor
-    raise ValueError(f"jaxcoll: executor={executor!r} is not one of 'xla', 'pallas' or "
+    raise ValueError(f"{fn}: executor={executor!r} is not one of 'xla', 'pallas' or "
                      "jaxcoll.Pallas(interpret=...)")
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Callable
 
 import jax.numpy as jnp
-from jax import lax
 import numpy as np
+from jax import lax
 
 from .ids import Ids
 

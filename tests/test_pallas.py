@@ -202,7 +202,8 @@ def test_refusals():
                  axis_name=AXIS)(x)
     for kwargs, message in (({"algorithm": "xla"}, "algorithm='xla' calls lax's own"),
                             ({"compress": "bf16", "algorithm": "ring"}, "compress='bf16'"),
-                            ({"executor": "mosaic"}, "executor='mosaic' is not one of")):
+                            ({"executor": "mosaic"},
+                             "jaxcoll.allreduce: executor='mosaic' is not one of")):
         kwargs = {"executor": "pallas", **kwargs}
         with pytest.raises(ValueError, match=message):
             per_rank(lambda b: jaxcoll.allreduce(b, AXIS, **kwargs), n)(x)
