@@ -39,32 +39,28 @@ def _lax_errors(fn):
 
 
 @_lax_errors
-def psum(x, axis_name, *, axis_index_groups=None, algorithm: str = "auto",
-         executor="xla"):
+def psum(x, axis_name, *, axis_index_groups=None, algorithm: str = "auto", executor="xla"):
     """``lax.psum``: the sum over ``axis_name`` (of each group)."""
     return _c.allreduce(x, axis_name, op="sum", algorithm=algorithm,
                         axis_index_groups=axis_index_groups, executor=executor)
 
 
 @_lax_errors
-def pmax(x, axis_name, *, axis_index_groups=None, algorithm: str = "auto",
-         executor="xla"):
+def pmax(x, axis_name, *, axis_index_groups=None, algorithm: str = "auto", executor="xla"):
     """``lax.pmax``: the maximum over ``axis_name`` (of each group)."""
     return _c.allreduce(x, axis_name, op="max", algorithm=algorithm,
                         axis_index_groups=axis_index_groups, executor=executor)
 
 
 @_lax_errors
-def pmin(x, axis_name, *, axis_index_groups=None, algorithm: str = "auto",
-         executor="xla"):
+def pmin(x, axis_name, *, axis_index_groups=None, algorithm: str = "auto", executor="xla"):
     """``lax.pmin``: the minimum over ``axis_name`` (of each group)."""
     return _c.allreduce(x, axis_name, op="min", algorithm=algorithm,
                         axis_index_groups=axis_index_groups, executor=executor)
 
 
 @_lax_errors
-def pmean(x, axis_name, *, axis_index_groups=None, algorithm: str = "auto",
-         executor="xla"):
+def pmean(x, axis_name, *, axis_index_groups=None, algorithm: str = "auto", executor="xla"):
     """``lax.pmean``: ``psum / n`` (integers give floats, as lax's do)."""
     total = psum(x, axis_name, axis_index_groups=axis_index_groups, algorithm=algorithm,
                  executor=executor)
@@ -79,8 +75,7 @@ def pmean(x, axis_name, *, axis_index_groups=None, algorithm: str = "auto",
 
 @_lax_errors
 def all_gather(x, axis_name, *, axis_index_groups=None, axis: int = 0, tiled: bool = False,
-               to: str = "varying", algorithm: str = "auto",
-         executor="xla"):
+               to: str = "varying", algorithm: str = "auto", executor="xla"):
     """``lax.all_gather``: every rank's ``x`` stacked (or ``tiled``, concatenated) at ``axis``."""
     return _c.allgather(x, axis_name, dim=axis, tiled=tiled, algorithm=algorithm,
                         axis_index_groups=axis_index_groups, to=to, executor=executor)
@@ -88,8 +83,7 @@ def all_gather(x, axis_name, *, axis_index_groups=None, axis: int = 0, tiled: bo
 
 @_lax_errors
 def psum_scatter(x, axis_name, *, scatter_dimension: int = 0, axis_index_groups=None,
-                 tiled: bool = False, algorithm: str = "auto",
-         executor="xla"):
+                 tiled: bool = False, algorithm: str = "auto", executor="xla"):
     """``lax.psum_scatter``: this rank's block of the sum along ``scatter_dimension``."""
     return _c.reduce_scatter(x, axis_name, op="sum", dim=scatter_dimension, tiled=tiled,
                              algorithm=algorithm, axis_index_groups=axis_index_groups,
@@ -98,8 +92,7 @@ def psum_scatter(x, axis_name, *, scatter_dimension: int = 0, axis_index_groups=
 
 @_lax_errors
 def all_to_all(x, axis_name, split_axis: int, concat_axis: int, *, axis_index_groups=None,
-               tiled: bool = False, algorithm: str = "auto",
-         executor="xla"):
+               tiled: bool = False, algorithm: str = "auto", executor="xla"):
     """``lax.all_to_all``: block j along ``split_axis`` to rank j, received blocks along
     ``concat_axis``."""
     return _c.alltoall(x, axis_name, split_dim=split_axis, concat_dim=concat_axis, tiled=tiled,
@@ -123,8 +116,7 @@ def ragged_all_to_all(operand, output, input_offsets, send_sizes, output_offsets
 
 
 @_lax_errors
-def pbroadcast(x, axis_name, source: int, *, algorithm: str = "auto",
-         executor="xla"):
+def pbroadcast(x, axis_name, source: int, *, algorithm: str = "auto", executor="xla"):
     """``lax.pbroadcast``: every rank gets rank ``source``'s ``x``."""
     return _c.broadcast(x, axis_name, root=source, algorithm=algorithm, executor=executor)
 
