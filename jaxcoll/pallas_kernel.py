@@ -144,7 +144,7 @@ def _program(segments: tuple[Segment, ...], plan: AxisPlan, me):
 
 
 # jax 0.10.2's interpreter hangs once one kernel buffer passes ~96 KB (a 128 KB ring allreduce
-# gave no result in 150 s): interpreted kernels run on column tiles of at most this many bytes
+# gave no result in 200 s): interpreted kernels run on column tiles of at most this many bytes
 INTERPRET_BYTES = 64 * 1024
 
 _ME, _GROUP = 0, 1  # where the program holds this rank's number and its group's members
@@ -226,12 +226,20 @@ def _barrier(refs: _Refs, n_ranks: int):
     pl.semaphore_wait(barrier, n_ranks)
 
 
+def _landing(n_moved: int, contiguous: bool) -> list:
+    """The landing rows of each DMA or write of ``n_moved`` chunks: one for a run c, c+1, ...,
+    else one per chunk (chunk k lands in row k either way)."""
+    if contiguous:
+        return [pl.ds(0, n_moved)]
+    return [pl.ds(k, 1) for k in range(n_moved)]
+
+
 def _pieces(ids: int, n_moved: int, contiguous: bool, program):
     """(buffer rows, landing rows) of each DMA or write of ``n_moved`` chunks whose ids start
-    at ``ids`` in the program: one for a run c, c+1, ..., else one per chunk."""
-    if contiguous:
-        return [(pl.ds(program[ids], n_moved), pl.ds(0, n_moved))]
-    return [(pl.ds(program[ids + k], 1), pl.ds(k, 1)) for k in range(n_moved)]
+    at ``ids`` in the program."""
+    starts = [program[ids]] if contiguous else [program[ids + k] for k in range(n_moved)]
+    return [(pl.ds(start, put.size), put)
+            for start, put in zip(starts, _landing(n_moved, contiguous))]
 
 
 def _run_segment(segment: Segment, row: tuple[_Slot, ...], refs: _Refs, reduce,
@@ -274,9 +282,12 @@ def _run_segment(segment: Segment, row: tuple[_Slot, ...], refs: _Refs, reduce,
                     copy.wait_send()
 
             @pl.when(receives(j) & ("receive_wait" not in drop))
-            def _():
-                for copy in copies(j, step):  # the same shapes as the sender's
-                    copy.wait_recv()
+            def _():  # descriptors of the sender's DMAs' shapes, made from my landing slots
+                for put in _landing(segment.matchings[j].n_moved, segment.send_contiguous[j]):
+                    pltpu.make_async_remote_copy(
+                        refs.land.at[j, put], refs.land.at[j, put], refs.sent.at[j],
+                        refs.received.at[j], device_id=refs.device(program[row[j].peers + 1])
+                    ).wait_recv()
         for j in matchings:  # 4. write, in the matchings' order
             pl.when(receives(j))(lambda: _write(segment, j, row[j], step, refs, reduce))
         return None
