@@ -6,7 +6,7 @@
 Every program is compiled, checked and warmed up first; then the algorithms run in alternation
 (A B C A B C ...) so that drift on a shared machine hits all alike, and medians are reported.
 Sizes are bytes of float32 input per device. The nccl-tests style benchmark, with nccl-tests'
-size conventions, busbw and more options, is ``python -m jaxcoll.bench`` (bench/collectives.py);
+size conventions, busbw and more options, is ``python -m jaxcoll.tools.bench`` (bench/collectives.py);
 this script shares its helpers.
 """
 
@@ -14,7 +14,7 @@ import argparse
 import statistics
 import sys
 
-from jaxcoll.bench import (Ranks, count_wrong, parse_size, time_alternating,
+from jaxcoll.tools.bench import (Ranks, count_wrong, parse_size, time_alternating,
                            verifiable_input)
 
 

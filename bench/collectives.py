@@ -1,13 +1,13 @@
-"""The nccl-tests style benchmark: ``python bench/collectives.py`` = ``python -m jaxcoll.bench``.
+"""The nccl-tests style benchmark: ``python bench/collectives.py`` = ``python -m jaxcoll.tools.bench``.
 
     python bench/collectives.py -b 1K -e 16M -f 4 --op allreduce,allgather --plot sweep.png
 
-See ``jaxcoll/bench.py`` (or ``--help``) for the flags and what size, algbw and busbw mean.
+See ``jaxcoll/tools/bench.py`` (or ``--help``) for the flags and what size, algbw and busbw mean.
 """
 
 import sys
 
-from jaxcoll.bench import main
+from jaxcoll.tools.bench import main
 
 if __name__ == "__main__":
     sys.exit(main())

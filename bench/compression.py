@@ -32,8 +32,8 @@ def main(argv=None) -> int:
     from jax.sharding import Mesh, PartitionSpec as P
 
     import jaxcoll
-    from jaxcoll.compression import error_bound, quantizations, sum_of_block_maxima
-    from jaxcoll.families import build_schedule
+    from jaxcoll.analysis.compression import error_bound, quantizations, sum_of_block_maxima
+    from jaxcoll.ir.families import build_schedule
 
     kinds = args.kinds.split(",")
     print(f"jax {jax.__version__}, {args.count} normal float32 values a rank; error against the "

@@ -71,7 +71,7 @@ def main(argv=None) -> int:
     from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
     import jaxcoll
-    from jaxcoll.bench import parse_size, time_alternating, verifiable_values
+    from jaxcoll.tools.bench import parse_size, time_alternating, verifiable_values
 
     n = args.devices
     mesh = Mesh(np.array(jax.devices()[:n]), (AXIS,))

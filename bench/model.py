@@ -18,7 +18,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from jaxcoll.bench import (Ranks, count_wrong, parse_size, time_alternating,
+from jaxcoll.tools.bench import (Ranks, count_wrong, parse_size, time_alternating,
                            verifiable_input)
 
 PRIMITIVES = ("allreduce", "allgather", "reduce_scatter", "broadcast")
@@ -35,7 +35,7 @@ def main(argv=None) -> int:
     jax.config.update("jax_num_cpu_devices", args.devices)
 
     import jaxcoll
-    from jaxcoll.model import ranking, schedule_bytes
+    from jaxcoll.analysis.model import ranking, schedule_bytes
 
     n = args.devices
     ranks = Ranks(n, tuple(jax.devices()[:n]))
@@ -71,7 +71,7 @@ def main(argv=None) -> int:
 
 def report(points) -> str:
     """The MODEL.md tables."""
-    from jaxcoll.families import two_level
+    from jaxcoll.ir.families import two_level
 
     lines = ["| algorithm | points | median relative error: α-β-γ alone | with its factors |",
              "|---|---|---|---|"]

@@ -4,8 +4,8 @@ this project).
 
     python bench/msccl_library.py DIR [--run] [--markdown]
 
-For every ``*.xml`` in DIR: load it by the runtimes' rules (jaxcoll.msccl), verify it, and
-price it with jaxcoll.simulate on N fully connected MI300X GPUs (jaxcoll.systems.mi300x: every
+For every ``*.xml`` in DIR: load it by the runtimes' rules (jaxcoll.ir.msccl), verify it, and
+price it with jaxcoll.simulate on N fully connected MI300X GPUs (jaxcoll.analysis.systems.mi300x: every
 transfer of a round at once, as one MSCCL kernel runs them) at the largest size the file is
 chosen for (its maxBytes; 1 MiB where it has none), beside the fastest registered jaxcoll
 algorithm and synthesize's schedule there (allreduce, allgather, reduce_scatter) for the same
@@ -37,11 +37,12 @@ def main(argv=None) -> int:
 
     jax.config.update("jax_num_cpu_devices", 8)
     import jaxcoll
-    from jaxcoll import msccl, systems
-    from jaxcoll.bench import format_size
-    from jaxcoll.model import ranking
-    from jaxcoll.schedules import ScheduleError
-    from jaxcoll.synthesize import PRIMITIVES, synthesize
+    from jaxcoll.ir import msccl
+    from jaxcoll.analysis import systems
+    from jaxcoll.tools.bench import format_size
+    from jaxcoll.analysis.model import ranking
+    from jaxcoll.ir.schedules import ScheduleError
+    from jaxcoll.analysis.synthesize import PRIMITIVES, synthesize
 
     rows, refused = [], []
     for path in sorted(args.folder.glob("*.xml")):
@@ -94,7 +95,7 @@ def _run(schedule) -> str:
     import numpy as np
     from jax.sharding import Mesh, PartitionSpec as P
 
-    from jaxcoll.check import SCATTERING, call_collective
+    from jaxcoll.tools.check import SCATTERING, call_collective
 
     n, primitive = schedule.n_ranks, schedule.primitive
     count = 2 * n * 3 if primitive in SCATTERING else 7

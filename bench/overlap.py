@@ -53,7 +53,7 @@ def main(argv=None) -> int:
     from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
     import jaxcoll
-    from jaxcoll.bench import time_alternating
+    from jaxcoll.tools.bench import time_alternating
 
     n = args.devices
     mesh = Mesh(np.array(jax.devices()[:n]), (AXIS,))

@@ -29,8 +29,8 @@ def main(argv=None) -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--only", default="", help="algorithm names, comma-separated")
     args = parser.parse_args(argv)
-    from jaxcoll import plan, validate
-    from jaxcoll.families import SCHEDULES, build_schedule, two_level
+    from jaxcoll.lowering import plan, validate
+    from jaxcoll.ir.families import SCHEDULES, build_schedule, two_level
 
     only = set(filter(None, args.only.split(",")))
     lower, check = plan.lower.__wrapped__, validate.check  # the plan uncached, and its check

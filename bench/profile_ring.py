@@ -33,7 +33,7 @@ def main(argv=None) -> int:
     from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
     import jaxcoll
-    from jaxcoll.bench import parse_size, time_alternating
+    from jaxcoll.tools.bench import parse_size, time_alternating
 
     n = args.devices
     mesh = Mesh(np.array(jax.devices()[:n]), ("i",))

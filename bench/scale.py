@@ -2,7 +2,7 @@
 
     python bench/scale.py [--gpu h100] [--size 256MiB] [--max-ranks 4096] [--out bench]
 
-On DGX-like nodes of 8 GPUs (jaxcoll/systems.py: NVSwitch inside a node, 8 NICs per node,
+On DGX-like nodes of 8 GPUs (jaxcoll/analysis/systems.py: NVSwitch inside a node, 8 NICs per node,
 documented link parameters), n = 8, 16, ... --max-ranks, --size bytes per rank: each allreduce
 algorithm's schedule priced by jaxcoll.simulate (a round's transfers at once, shared links
 split), busbw = 2(n-1)/n x size / time as nccl-tests reports it. Two-level ``hierarchical``
@@ -19,11 +19,11 @@ import sys
 import time
 from pathlib import Path
 
-from jaxcoll.bench import parse_size
-from jaxcoll.families import SCHEDULES, build_schedule
-from jaxcoll.model import bounds, schedule_for
-from jaxcoll.systems import dgx
-from jaxcoll.topology import simulate
+from jaxcoll.tools.bench import parse_size
+from jaxcoll.ir.families import SCHEDULES, build_schedule
+from jaxcoll.analysis.model import bounds, schedule_for
+from jaxcoll.analysis.systems import dgx
+from jaxcoll.analysis.topology import simulate
 
 GPUS_PER_NODE = 8
 

@@ -22,8 +22,8 @@ import time
 def measure(primitive: str, algorithm: str, n: int) -> dict:
     """Seconds of each step, and the peak resident memory in GB, of one schedule on n ranks."""
     import jaxcoll
-    from jaxcoll.families import build_schedule
-    from jaxcoll.topology import switch
+    from jaxcoll.ir.families import build_schedule
+    from jaxcoll.analysis.topology import switch
 
     began = time.perf_counter()
     schedule = build_schedule(primitive, algorithm, n)
@@ -49,7 +49,7 @@ def main(argv=None) -> int:
         primitive, algorithm, n = args.one
         print(json.dumps(measure(primitive, algorithm, int(n))))
         return 0
-    from jaxcoll.families import SCHEDULES, two_level
+    from jaxcoll.ir.families import SCHEDULES, two_level
 
     primitives = list(SCHEDULES) if args.primitives == "all" else args.primitives.split(",")
     ns = [int(n) for n in args.ns.split(",")]

@@ -4,7 +4,7 @@
 
 For allgather, reduce_scatter and allreduce at 64 KiB and 64 MiB per rank, on a switch of 8,
 a ring of 8, a 4x4 torus, and 2x4 and 4x8 nodes with one NIC per GPU (rail-optimised):
-``jaxcoll.synthesize`` (``--candidates`` policies searched; ``--large-candidates`` on the
+``jaxcoll.analysis.synthesize`` (``--candidates`` policies searched; ``--large-candidates`` on the
 32 ranks), the best registered algorithm (``ranking`` on the topology, ``hierarchical``
 included on nodes and tori) and the lower bound (``bounds``), all priced by ``simulate``. Prints the
 bench/MODEL.md table (markdown) and the seconds it took. No JAX: the search is numpy only.
@@ -14,10 +14,10 @@ import argparse
 import sys
 import time
 
-from jaxcoll import synthesize
-from jaxcoll.topology import nodes, ring, switch, torus
+from jaxcoll.analysis import synthesize
+from jaxcoll.analysis.topology import nodes, ring, switch, torus
 
-NVLINK, NIC = (3e-6, 1 / 370e9), (1e-5, 1 / 50e9)  # (α s, β s/B): H100-like, jaxcoll.systems
+NVLINK, NIC = (3e-6, 1 / 370e9), (1e-5, 1 / 50e9)  # (α s, β s/B): H100-like, jaxcoll.analysis.systems
 ICI = dict(alpha=1e-6, beta=1 / 45e9)  # a TPU-like torus link
 PRESETS = (
     switch(8, alpha=5e-6, beta=1 / 370e9),

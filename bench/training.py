@@ -6,7 +6,7 @@
    values, ``resnet50_shapes``) is summed over 8 devices: by ``lax.psum`` over the tree (one
    XLA all-reduce), by one ``jaxcoll.ring_allreduce`` call with 25 MiB buckets (the default),
    one bucket, 4 MiB and 1 MiB buckets, and by one ring allreduce per leaf. The programs run
-   in alternation (``jaxcoll.bench.time_alternating``); medians. Inputs are small integers,
+   in alternation (``jaxcoll.tools.bench.time_alternating``); medians. Inputs are small integers,
    so every result must equal psum's bit for bit.
 2. **Mixed precision.** Random normal bfloat16 data (8 ranks, ``--accuracy-count`` values
    each) summed by the ring and by psum, in bfloat16 and with ``accum_dtype=float32``: max
@@ -84,7 +84,7 @@ def _check(compiled: dict, x, baseline: str) -> None:
 def _timed(compiled: dict, x, iters: int, ratios: dict | None = None) -> None:
     """Time compiled programs in alternation; print a table (ratios to the first, or to the
     program ``ratios`` names for each)."""
-    from jaxcoll.bench import time_alternating
+    from jaxcoll.tools.bench import time_alternating
 
     times = time_alternating({k: _ready(call) for k, (call, _) in compiled.items()}, x, iters)
     medians = {name: statistics.median(t) for name, t in times.items()}
@@ -104,7 +104,7 @@ def bucketing(mesh, iters: int) -> None:
     from jax.sharding import NamedSharding, PartitionSpec as P
 
     import jaxcoll
-    from jaxcoll.execute import in_sequence
+    from jaxcoll.lowering.execute import in_sequence
 
     n = mesh.size
     shapes = resnet50_shapes()

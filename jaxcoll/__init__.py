@@ -1,23 +1,23 @@
 """jaxcoll: collective communication algorithms written with nothing but ``lax.ppermute``."""
 
-from .collectives import (BUCKET_BYTES, OPS, algorithms, allgather, allreduce,
+from jaxcoll.collectives import (BUCKET_BYTES, OPS, algorithms, allgather, allreduce,
                           allreduce_with_feedback, alltoall,
                           broadcast, gather, reduce, reduce_scatter, ring_allgather, ring_allreduce,
                           ring_reduce_scatter, schedule, scatter, tree_allreduce, tree_broadcast)
-from . import lax  # lax's collectives by lax's names: `from jaxcoll import lax`
-from . import msccl  # MSCCL's XML algorithms in and out
-from .pallas_kernel import Pallas  # executor=Pallas(interpret=...): the second executor
-from .overlap import allgather_fold, allgather_matmul, matmul_reduce_scatter, reduce_scatter_from
-from .compression import Compress
-from .model import (Bounds, Calibration, Cost, bounds, calibration, choose, cost, explain,
+from jaxcoll import lax  # lax's collectives by lax's names: `from jaxcoll import lax`
+from jaxcoll.ir import msccl  # MSCCL's XML algorithms in and out
+from jaxcoll.lowering.pallas_kernel import Pallas  # executor=Pallas(interpret=...): the second executor
+from jaxcoll.overlap import allgather_fold, allgather_matmul, matmul_reduce_scatter, reduce_scatter_from
+from jaxcoll.analysis.compression import Compress
+from jaxcoll.analysis.model import (Bounds, Calibration, Cost, bounds, calibration, choose, cost, explain,
                     set_calibration)
-from .pictures import draw
-from .ragged import ragged_alltoall
-from .schedules import Round, Schedule, Symmetry, Transfer
-from .symbolic import ScheduleError, verify
-from .synthesize import Synthesis, synthesize
-from .timing import calibrate
-from .topology import Simulation, Topology, simulate
+from jaxcoll.tools.pictures import draw
+from jaxcoll.ragged import ragged_alltoall
+from jaxcoll.ir.schedules import Round, Schedule, Symmetry, Transfer
+from jaxcoll.ir.symbolic import ScheduleError, verify
+from jaxcoll.analysis.synthesize import Synthesis, synthesize
+from jaxcoll.tools.timing import calibrate
+from jaxcoll.analysis.topology import Simulation, Topology, simulate
 
 __version__ = "0.1.0"
 

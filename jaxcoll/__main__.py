@@ -25,7 +25,7 @@ def draw_main(argv) -> int:
 
     try:
         if args.primitive.lower().endswith(".xml"):  # an MSCCL algorithm, as the runtimes run it
-            schedule = jaxcoll.msccl.load(args.primitive)
+            schedule = jaxcoll.ir.msccl.load(args.primitive)
         elif args.algorithm is None:
             parser.error("an algorithm is needed after the primitive (or give an .xml file)")
         else:
@@ -35,7 +35,7 @@ def draw_main(argv) -> int:
         parser.error(str(error))
     suffix = args.output.lower().rsplit(".", 1)[-1]
     if suffix in ("html", "htm"):
-        path = jaxcoll.pictures.html(schedule, args.output)
+        path = jaxcoll.tools.pictures.html(schedule, args.output)
     else:
         path = jaxcoll.draw(schedule, args.output, gif=suffix == "gif")
     print(f"wrote {path}: {schedule!r}")
@@ -60,9 +60,11 @@ def msccl_main(argv) -> int:
                         help="fully connected MI300X GPUs (the files' own, default) or DGX "
                              "nodes of 8 on NVSwitch (the rank count must be a multiple of 8)")
     args = parser.parse_args(argv)
-    from . import bounds, cost, msccl, simulate, systems, verify
-    from .bench import format_size, parse_size
-    from .schedules import ScheduleError
+    from jaxcoll import bounds, cost, simulate, verify
+    from jaxcoll.ir import msccl
+    from jaxcoll.analysis import systems
+    from jaxcoll.tools.bench import format_size, parse_size
+    from jaxcoll.ir.schedules import ScheduleError
 
     nbytes = parse_size(args.size)
     bad = 0
@@ -132,7 +134,7 @@ def main(argv=None) -> int:
     if argv[:1] == ["msccl"]:
         return msccl_main(argv[1:])
     if argv[:1] == ["calibrate"]:  # time auto's algorithms on this machine, keep them
-        from .calibration_cache import main as calibrate_main
+        from jaxcoll.tools.calibration_cache import main as calibrate_main
 
         return calibrate_main(argv[1:])
     parser = argparse.ArgumentParser(
@@ -145,7 +147,7 @@ def main(argv=None) -> int:
     parser.add_argument("--devices", type=int, default=8,
                         help="number of fake CPU devices to start (default 8); on GPU/TPU the "
                              "local devices are used, at most this many; under python -m "
-                             "jaxcoll.launch its --devices-per-proc decides, per process")
+                             "jaxcoll.tools.launch its --devices-per-proc decides, per process")
     parser.add_argument("--ranks", default=None,
                         help="comma-separated rank counts to check, each at most --devices "
                              "(default 8,5; across processes: all the devices)")
@@ -160,12 +162,12 @@ def main(argv=None) -> int:
 
     import jax  # after parsing, so --help is instant
 
-    from . import distributed
+    from jaxcoll.tools import distributed
 
     processes = distributed.initialize()  # several under a launcher or a cluster; else 1
     if processes == 1:
         jax.config.update("jax_num_cpu_devices", args.devices)
-    from .check import format_table, run_checks
+    from jaxcoll.tools.check import format_table, run_checks
 
     available = len(jax.devices()) if processes > 1 else min(args.devices, len(jax.devices()))
     if processes > 1:  # a sub-mesh would leave some processes nothing to check

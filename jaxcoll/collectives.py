@@ -36,19 +36,19 @@ import numpy as np
 from jax import lax
 from jax.sharding import PartitionSpec as P
 
-from . import references
-from ._checks import (alltoall_dims, array_leaves, axis_size, check_choice, check_groups,
+from jaxcoll.lowering import references
+from jaxcoll.lowering._checks import (alltoall_dims, array_leaves, axis_size, check_choice, check_groups,
                       check_op_dtype, check_root, check_two_level_axis, gather_dim, scatter_dim)
-from . import _compat
-from .families import SCHEDULES, build_schedule, two_level
-from .execute import in_sequence
-from .compression import Compress, compress_arg
-from .model import choose, pieces_for
-from .pallas_kernel import as_executor
-from .primitives import collective
-from .records import RECORDS, Layout
-from .schedules import Schedule
-from .symbolic import ScheduleError, verify
+from jaxcoll.lowering import _compat
+from jaxcoll.ir.families import SCHEDULES, build_schedule, two_level
+from jaxcoll.lowering.execute import in_sequence
+from jaxcoll.analysis.compression import Compress, compress_arg
+from jaxcoll.analysis.model import choose, pieces_for
+from jaxcoll.lowering.pallas_kernel import as_executor
+from jaxcoll.lowering.primitives import collective
+from jaxcoll.ir.records import RECORDS, Layout
+from jaxcoll.ir.schedules import Schedule
+from jaxcoll.ir.symbolic import ScheduleError, verify
 
 OPS = ("sum", "mean", "max", "min")
 BUCKET_BYTES = 25 * 2**20  # PyTorch DDP's default bucket_cap_mb

@@ -16,8 +16,8 @@ import functools
 import jax
 from jax import lax as _lax
 
-from . import collectives as _c
-from . import ragged as _ragged
+from jaxcoll import collectives as _c
+from jaxcoll import ragged as _ragged
 
 __all__ = ["psum", "pmean", "pmax", "pmin", "all_gather", "psum_scatter", "all_to_all",
            "ragged_all_to_all", "pbroadcast"]

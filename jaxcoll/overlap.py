@@ -26,11 +26,11 @@ import numpy as np
 from jax import lax
 from jax.interpreters import ad
 
-from . import _compat
-from ._checks import _describe, array_leaves, axis_size, check_choice
-from .execute import after, in_sequence, token
-from .primitives import define
-from .stream import Stream, piece_bounds, stream, streaming_algorithms
+from jaxcoll.lowering import _compat
+from jaxcoll.lowering._checks import _describe, array_leaves, axis_size, check_choice
+from jaxcoll.lowering.execute import after, in_sequence, token
+from jaxcoll.lowering.primitives import define
+from jaxcoll.lowering.stream import Stream, piece_bounds, stream, streaming_algorithms
 
 
 # ----------------------------------------------------------------------------- checks

@@ -23,7 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from . import collectives
+from jaxcoll import collectives
 
 
 def ragged_alltoall(operand, output, input_offsets, send_sizes, output_offsets, recv_sizes,

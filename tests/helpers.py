@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, PartitionSpec as P
 
-from jaxcoll.check import ours_and_reference  # noqa: F401 (re-exported for the tests)
+from jaxcoll.tools.check import ours_and_reference  # noqa: F401 (re-exported for the tests)
 
 AXIS = "i"
 DTYPES = (jnp.float32, jnp.bfloat16, jnp.int32)

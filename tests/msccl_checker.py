@@ -1,6 +1,6 @@
 """An independent reading of MSCCL XML, for the tests: it runs the file the way the runtimes'
 interpreter does (threadblocks stepping through their steps, a FIFO per connection, flags for
-dependencies) without jaxcoll.msccl's parser or its rounds, and says what every gpu's output
+dependencies) without jaxcoll.ir.msccl's parser or its rounds, and says what every gpu's output
 holds.
 
 Each run picks, at every point, a random runnable threadblock (seeded), so several runs try

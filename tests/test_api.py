@@ -13,7 +13,7 @@ import jaxcoll
 from helpers import (AXIS, assert_same, count_permutes, exact_inputs, mesh, other_collectives,
                      ours_and_reference, per_rank)
 from jaxcoll import Schedule, Transfer
-from jaxcoll.execute import in_sequence
+from jaxcoll.lowering.execute import in_sequence
 
 ALGORITHMS = ("ring", "naive")
 

@@ -13,8 +13,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxcoll import bench
-from jaxcoll.families import PRIMITIVES
+from jaxcoll.tools import bench
+from jaxcoll.ir.families import PRIMITIVES
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ["-b", "1K", "-e", "4K", "-f", "4", "--op", "allgather", "--algorithms", "ring",
@@ -188,7 +188,7 @@ def test_plot_without_matplotlib_is_refused_before_running(monkeypatch, capsys):
     assert "pip install 'jaxcoll[viz]'" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("command", [["-m", "jaxcoll.bench"],
+@pytest.mark.parametrize("command", [["-m", "jaxcoll.tools.bench"],
                                      [str(ROOT / "bench" / "collectives.py")]])
 def test_entry_points_reject_a_bad_op(command):
     done = subprocess.run([sys.executable, *command, "--op", "nope"], capture_output=True,

@@ -11,7 +11,7 @@ import pytest
 
 import jaxcoll
 from helpers import AXIS, assert_same, exact_inputs, per_rank
-from jaxcoll import calibration_cache as cache
+from jaxcoll.tools import calibration_cache as cache
 from jaxcoll.__main__ import main
 
 N = 2  # broadcast on 2 ranks: the fewest algorithms to compile
@@ -42,11 +42,11 @@ def fresh_cache(tmp_path, monkeypatch):
 
 def fake_timings(primitive: str, mesh, *_, **__):
     """Made-up times: each algorithm its rank in sorted order in ms, so the first is fastest."""
-    names = jaxcoll.model.auto_candidates(primitive)
+    names = jaxcoll.analysis.model.auto_candidates(primitive)
     return [[name, 1024, (k + 1) * 1e-3] for k, name in enumerate(names)]
 
 
-FASTEST = jaxcoll.model.auto_candidates("allreduce")[0]  # fake_timings' fastest
+FASTEST = jaxcoll.analysis.model.auto_candidates("allreduce")[0]  # fake_timings' fastest
 
 
 def forget():
@@ -87,7 +87,7 @@ def test_broken_or_old_cache_files_are_ignored_with_a_warning(fresh_cache, monke
         path.write_text(content)
         forget()
         with pytest.warns(UserWarning, match=why):
-            assert jaxcoll.calibration() is jaxcoll.model._shipped("cpu")
+            assert jaxcoll.calibration() is jaxcoll.analysis.model._shipped("cpu")
         forget()
         with pytest.warns(UserWarning, match=why):
             assert jaxcoll.choose("allreduce", 8, 1024) == FASTEST  # measured
@@ -111,7 +111,7 @@ def test_turned_off_it_measures_nothing_and_reads_no_cache(fresh_cache, monkeypa
     forget()
     monkeypatch.setenv(cache.MODE, "0")
     monkeypatch.setattr(cache, "measure", lambda *_, **__: pytest.fail("measured"))
-    shipped = jaxcoll.model._shipped("cpu")
+    shipped = jaxcoll.analysis.model._shipped("cpu")
     assert jaxcoll.calibration() is shipped
     assert jaxcoll.choose("allreduce", 8, 4096) == jaxcoll.choose("allreduce", 8, 4096, shipped)
 
@@ -121,7 +121,7 @@ def test_the_command_line_writes_the_cache(fresh_cache, capsys):
                  "--repeats", "1", "-q"]) == 0
     out = capsys.readouterr().out
     entry = cache.read(cache.cache_path(), cache.fingerprint())[f"broadcast n={N}"]
-    assert entry["algorithms"] == jaxcoll.model.auto_candidates("broadcast")
+    assert entry["algorithms"] == jaxcoll.analysis.model.auto_candidates("broadcast")
     assert {a for a, _, _ in entry["timings"]} <= set(entry["algorithms"])  # the contenders
     assert f"wrote {cache.cache_path()}" in out and fastest_measured("broadcast", N, 1024) in out
     forget()
@@ -161,11 +161,11 @@ def test_only_contenders_are_timed_and_auto_lands_near_the_fastest(monkeypatch):
     times a few algorithms per size, bisects where the fastest changes, and auto ranked by
     those times is within 1.15x of this machine's fastest at every size 1 KiB - 16 MiB."""
     n, primitive = 8, "allreduce"
-    shipped = jaxcoll.model._shipped("cpu")
+    shipped = jaxcoll.analysis.model._shipped("cpu")
     speed = {"ring": 0.6, "bidirectional_ring": 1.3, "recursive_doubling": 1.1, "tree": 0.9}
 
     def truth(size):
-        model = dict(jaxcoll.model.ranking(primitive, n, size, shipped))
+        model = dict(jaxcoll.analysis.model.ranking(primitive, n, size, shipped))
         return {a: model[a].seconds * speed.get(a, 1.0) for a in model}
 
     timed = []
@@ -174,9 +174,9 @@ def test_only_contenders_are_timed_and_auto_lands_near_the_fastest(monkeypatch):
         timed.append((point, tuple(names)))
         return {name: truth(point)[name] for name in names}
 
-    monkeypatch.setattr(jaxcoll.timing, "time_algorithms", fake_time)
+    monkeypatch.setattr(jaxcoll.tools.timing, "time_algorithms", fake_time)
     rows = cache.measure(primitive, cache._mesh(n), progress=False)
-    candidates = jaxcoll.model.auto_candidates(primitive)
+    candidates = jaxcoll.analysis.model.auto_candidates(primitive)
     assert sum(len(names) for _, names in timed) < len(candidates) * len(timed) / 2
     assert len(timed) > len(cache.SIZES) - 1  # a size between two was bisected
     measured = dataclasses.replace(

@@ -17,7 +17,7 @@ import pytest
 import jaxcoll
 from helpers import (AXIS, COUNTS, DTYPES, assert_same, exact_inputs, ours_and_reference,
                      ours_vs_xla, per_rank)
-from jaxcoll.families import SCHEDULES
+from jaxcoll.ir.families import SCHEDULES
 
 PRIMITIVES = ("allreduce", "reduce_scatter", "allgather", "alltoall")
 

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 import jaxcoll
-from jaxcoll import model, topology
-from jaxcoll.families import SCHEDULES, build_schedule
-from jaxcoll.plan import lower
-from jaxcoll.schedules import Round, Schedule, Symmetry, Transfer
+from jaxcoll.analysis import model, topology
+from jaxcoll.ir.families import SCHEDULES, build_schedule
+from jaxcoll.lowering.plan import lower
+from jaxcoll.ir.schedules import Round, Schedule, Symmetry, Transfer
 
 
 def symmetric(n: int):

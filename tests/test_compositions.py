@@ -21,9 +21,9 @@ import pytest
 from jax.sharding import PartitionSpec as P
 
 import jaxcoll
-from jaxcoll.check import call_collective
-from jaxcoll.execute import after
-from jaxcoll.families import SCHEDULES
+from jaxcoll.tools.check import call_collective
+from jaxcoll.lowering.execute import after
+from jaxcoll.ir.families import SCHEDULES
 
 from helpers import AXIS, exact_inputs, mesh
 

@@ -14,9 +14,9 @@ from jax import lax
 from jax.sharding import PartitionSpec as P
 
 import jaxcoll
-from jaxcoll import codec
-from jaxcoll.compression import Compress, quantizations, result_bound
-from jaxcoll.families import SCHEDULES, build_schedule
+from jaxcoll.lowering import codec
+from jaxcoll.analysis.compression import Compress, quantizations, result_bound
+from jaxcoll.ir.families import SCHEDULES, build_schedule
 
 from helpers import AXIS, mesh
 

@@ -1,4 +1,4 @@
-"""Several processes (jax.distributed, gloo on CPU) under ``python -m jaxcoll.launch``.
+"""Several processes (jax.distributed, gloo on CPU) under ``python -m jaxcoll.tools.launch``.
 
 Every test runs the launcher in a subprocess: the processes it starts have their own fake CPU
 devices and join one mesh; this pytest process's JAX is not involved. The ones that compile
@@ -16,8 +16,8 @@ import time
 
 import pytest
 
-from jaxcoll import launch
-from jaxcoll.check import cases
+from jaxcoll.tools import launch
+from jaxcoll.tools.check import cases
 
 PYTHON = sys.executable
 # The tests' own coordinator variables must not leak in from a surrounding launch.
@@ -25,7 +25,7 @@ CLEAN_ENV = {k: v for k, v in os.environ.items() if not k.startswith("JAX_")}
 
 
 def run_launcher(args: list[str], timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([PYTHON, "-m", "jaxcoll.launch", *args], capture_output=True,
+    return subprocess.run([PYTHON, "-m", "jaxcoll.tools.launch", *args], capture_output=True,
                           text=True, timeout=timeout, env=CLEAN_ENV)
 
 
@@ -70,8 +70,8 @@ def test_native_writes_cannot_split_a_line_python_prints(tmp_path):
     pieces = script(tmp_path, """
         import logging, os, sys
         handler = logging.StreamHandler(sys.stderr)  # made before, as JAX makes its own
-        import jaxcoll.distributed
-        jaxcoll.distributed.initialize()
+        import jaxcoll.tools.distributed
+        jaxcoll.tools.distributed.initialize()
         os.write(1, b"native out, ")  # a native line, unfinished...
         print("python line")          # ...while Python prints one
         os.write(1, b"its end\\n")
@@ -143,8 +143,8 @@ def test_a_killed_rank_is_named_and_nothing_is_left_behind(tmp_path):
     pids.mkdir()
     faulty = script(tmp_path, f"""
         import os, signal, subprocess, time
-        import jaxcoll.distributed
-        jaxcoll.distributed.initialize()
+        import jaxcoll.tools.distributed
+        jaxcoll.tools.distributed.initialize()
         import jax, jaxcoll, numpy as np
         from jax.sharding import Mesh, PartitionSpec as P
 
@@ -201,9 +201,9 @@ def test_every_algorithm_matches_the_builtin_on_every_process(nproc, devices, co
 
 def test_hierarchical_mesh_puts_the_inner_level_inside_a_process(tmp_path):
     show = script(tmp_path, """
-        import jaxcoll.distributed
-        jaxcoll.distributed.initialize()
-        from jaxcoll.check import two_level_mesh
+        import jaxcoll.tools.distributed
+        jaxcoll.tools.distributed.initialize()
+        from jaxcoll.tools.check import two_level_mesh
         mesh = two_level_mesh(8)
         print(mesh.axis_names, [[d.process_index for d in row] for row in mesh.devices])
     """)
@@ -216,7 +216,7 @@ def test_hierarchical_mesh_puts_the_inner_level_inside_a_process(tmp_path):
 def test_benchmark_runs_across_processes_and_rank_0_reports(tmp_path):
     out = tmp_path / "bench.json"
     done = run_launcher(["--nproc", "2", "--devices-per-proc", "4", "--", PYTHON, "-m",
-                         "jaxcoll.bench", "-b", "1K", "-e", "4K", "-f", "4", "--op",
+                         "jaxcoll.tools.bench", "-b", "1K", "-e", "4K", "-f", "4", "--op",
                          "allreduce,allgather", "--algorithms", "ring", "--iters", "3", "-q",
                          "--json", str(out)])
     assert done.returncode == 0, done.stderr[-3000:]
@@ -241,7 +241,7 @@ def test_benchmark_runs_across_processes_and_rank_0_reports(tmp_path):
 
 
 @pytest.mark.parametrize("command", [["jaxcoll", "--ranks", "4"],
-                                     ["jaxcoll.bench", "--devices", "4", "-b", "1K", "-e", "1K"]])
+                                     ["jaxcoll.tools.bench", "--devices", "4", "-b", "1K", "-e", "1K"]])
 def test_a_mesh_that_leaves_a_process_out_is_refused(command):
     done = run_launcher(["--nproc", "2", "--devices-per-proc", "4", "--", PYTHON, "-m",
                          *command])
@@ -250,7 +250,7 @@ def test_a_mesh_that_leaves_a_process_out_is_refused(command):
 
 
 def test_alone_initialize_joins_nothing():
-    code = "import jaxcoll.distributed as d; print(d.initialize()); import jax; print(jax.process_count())"
+    code = "import jaxcoll.tools.distributed as d; print(d.initialize()); import jax; print(jax.process_count())"
     done = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, timeout=120,
                           env=dict(CLEAN_ENV, JAX_PLATFORMS="cpu"))
     assert done.returncode == 0, done.stderr
@@ -261,8 +261,8 @@ def test_initialize_after_jax_started_says_so_under_a_launcher(tmp_path):
     late = script(tmp_path, """
         import jax
         jax.devices()
-        import jaxcoll.distributed
-        jaxcoll.distributed.initialize()
+        import jaxcoll.tools.distributed
+        jaxcoll.tools.distributed.initialize()
     """)
     done = run_launcher(["--nproc", "1", "--", PYTHON, late])
     assert done.returncode == 1

@@ -13,9 +13,9 @@ from jax.ad_checkpoint import print_saved_residuals
 from jax.sharding import PartitionSpec as P
 
 import jaxcoll
-from jaxcoll.check import call_collective, ours_and_reference
-from jaxcoll.families import SCHEDULES, build_schedule
-from jaxcoll.symbolic import dual, verify
+from jaxcoll.tools.check import call_collective, ours_and_reference
+from jaxcoll.ir.families import SCHEDULES, build_schedule
+from jaxcoll.ir.symbolic import dual, verify
 
 from helpers import AXIS, assert_same, count_permutes, exact_inputs, mesh, other_collectives
 
@@ -231,7 +231,7 @@ def test_transpose_runs_the_dual_primitive(primitive):
                        in_specs=P(AXIS), out_specs=P(AXIS))
     y, pullback = jax.vjp(fn, x)
     jaxpr = str(jax.make_jaxpr(pullback)(y))
-    expected = jaxcoll.records.RECORDS[primitive].dual
+    expected = jaxcoll.ir.records.RECORDS[primitive].dual
     assert f"jaxcoll_{expected}" in jaxpr
 
 

@@ -35,11 +35,11 @@ from jax.sharding import PartitionSpec as P
 
 import jaxcoll
 from helpers import AXIS, mesh
-from jaxcoll.check import ROOTED, SCATTERING, call_collective, ours_and_reference
-from jaxcoll.families import SCHEDULES, build_schedule
-from jaxcoll.plan import lower
-from jaxcoll.records import RECORDS
-from jaxcoll.schedules import Round, Schedule, ScheduleError, Symmetry, Transfer
+from jaxcoll.tools.check import ROOTED, SCATTERING, call_collective, ours_and_reference
+from jaxcoll.ir.families import SCHEDULES, build_schedule
+from jaxcoll.lowering.plan import lower
+from jaxcoll.ir.records import RECORDS
+from jaxcoll.ir.schedules import Round, Schedule, ScheduleError, Symmetry, Transfer
 
 NS = (1, 2, 3, 4, 5, 6, 8)
 SEED = 20261202

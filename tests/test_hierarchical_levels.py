@@ -15,10 +15,10 @@ from jax.sharding import PartitionSpec as P
 import jaxcoll
 from helpers import (assert_same, count_permutes, exact_inputs, mesh, other_collectives,
                      ours_and_reference)
-from jaxcoll.execute import lower
-from jaxcoll.model import ranking
-from jaxcoll.symbolic import dual
-from jaxcoll.topology import nodes, simulate, torus
+from jaxcoll.lowering.execute import lower
+from jaxcoll.analysis.model import ranking
+from jaxcoll.ir.symbolic import dual
+from jaxcoll.analysis.topology import nodes, simulate, torus
 
 PRIMITIVES = ("allreduce", "reduce_scatter", "allgather")
 SHAPES = [(2, 2, 2), (2, 3, 2), (3, 1, 2), (4, 2), (3, 5), (7,), (1,), (2, 3, 2, 2), (4, 4, 4),

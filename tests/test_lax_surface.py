@@ -10,7 +10,7 @@ from jax.sharding import PartitionSpec as P
 
 import jaxcoll
 from jaxcoll import lax as coll_lax
-from jaxcoll.families import SCHEDULES
+from jaxcoll.ir.families import SCHEDULES
 
 from helpers import AXIS, assert_same, count_permutes, exact_inputs, mesh
 
@@ -110,7 +110,7 @@ def test_axis_index_groups_every_algorithm(primitive):
     x = exact_inputs(N, (N, 3), jnp.float32)
     cases = [(algorithm, groups) for algorithm in _every_algorithm(primitive)
              for groups in GROUPS]
-    out = _per_rank(lambda b: [jnp.stack(pair) for pair in jaxcoll.check.ours_and_reference(
+    out = _per_rank(lambda b: [jnp.stack(pair) for pair in jaxcoll.tools.check.ours_and_reference(
         cases, [b] * len(cases), lambda c, v: _grouped(primitive, c[0], GROUPS[c[1]])(v),
         lambda c, v: _grouped(primitive, None, GROUPS[c[1]])(v))])(x)
     for case, pair in zip(cases, out):  # each (ranks, ours | lax's, ...)
@@ -167,7 +167,7 @@ def test_rooted_collectives_take_groups_with_a_root_per_group():
         if primitive in ("gather", "scatter"):
             kwargs["tiled"] = True
         return getattr(jaxcoll, primitive)(v, AXIS, **kwargs)
-    out = _per_rank(lambda b: [jnp.stack(pair) for pair in jaxcoll.check.ours_and_reference(
+    out = _per_rank(lambda b: [jnp.stack(pair) for pair in jaxcoll.tools.check.ours_and_reference(
         cases, [b] * len(cases), lambda c, v: call(c, c[1], v),
         lambda c, v: call(c, "xla", v))])(x)
     for case, pair in zip(cases, out):
@@ -185,7 +185,7 @@ def test_groups_under_check_vma_are_typed_varying():
         seen.append(jax.typeof(y))
         return y
     out = jax.jit(jax.shard_map(body, mesh=mesh(N), in_specs=P(AXIS), out_specs=P(AXIS)))(x)
-    assert AXIS in jaxcoll._compat.varying_axes(seen[0])
+    assert AXIS in jaxcoll.lowering._compat.varying_axes(seen[0])
     want = np.asarray(x).reshape(4, 2, 3).sum(0)  # strided groups: even and odd ranks
     assert_same(out, np.tile(want, (4, 1)))
 
@@ -297,8 +297,8 @@ def test_unreduced_inputs_and_reduced_results_as_lax(lax):
 def _compat_types(value):
     """(varying, unreduced, reduced) axes of a value's type."""
     aval = jax.typeof(value)
-    return (set(jaxcoll._compat.varying_axes(aval)), set(jaxcoll._compat.unreduced_only(aval)),
-            set(jaxcoll._compat.reduced_only(aval)))
+    return (set(jaxcoll.lowering._compat.varying_axes(aval)), set(jaxcoll.lowering._compat.unreduced_only(aval)),
+            set(jaxcoll.lowering._compat.reduced_only(aval)))
 
 
 @pytest.mark.parametrize("name", ["psum", "all_gather"])

@@ -7,9 +7,9 @@ import sys
 
 import pytest
 
-from jaxcoll import check
+from jaxcoll.tools import check
 from jaxcoll.__main__ import draw_main
-from jaxcoll.families import SCHEDULES, two_level
+from jaxcoll.ir.families import SCHEDULES, two_level
 
 
 def run_main(*args):

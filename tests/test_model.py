@@ -5,7 +5,7 @@ import pytest
 
 import jaxcoll
 from helpers import AXIS, assert_same, exact_inputs, ours_and_reference, per_rank
-from jaxcoll.model import Calibration
+from jaxcoll.analysis.model import Calibration
 
 LATENCY_BOUND = Calibration(alpha=1e-3, beta=1e-15, gamma=0.0, backend="test")
 BANDWIDTH_BOUND = Calibration(alpha=1e-12, beta=1e-6, gamma=0.0, backend="test")
@@ -23,7 +23,7 @@ def test_shipped_calibrations_load():
     for backend in ("cpu", "gloo", "gpu"):
         cal = jaxcoll.calibration(backend)
         assert cal.alpha > 0 and cal.beta > 0 and cal.source and cal.backend == backend
-    assert jaxcoll.calibration("gloo").links == "shared" and jaxcoll.model.transport() == "cpu"
+    assert jaxcoll.calibration("gloo").links == "shared" and jaxcoll.analysis.model.transport() == "cpu"
     assert jaxcoll.calibration() is jaxcoll.calibration("cpu")
 
 
@@ -33,7 +33,7 @@ def test_set_calibration_is_used_for_its_backend():
     try:
         assert jaxcoll.calibration("test") is LATENCY_BOUND
     finally:
-        from jaxcoll import model
+        from jaxcoll.analysis import model
         model._current.pop("test")
     assert jaxcoll.calibration("test") == before
 
@@ -65,7 +65,7 @@ def test_timings_rank_by_interpolated_measurements(tmp_path, capsys):
     assert timed.measured("allreduce", 4, "ring", 1024) is None
     picks = [jaxcoll.choose("allreduce", 8, size, timed) for size in (1, 1 << 16, 1 << 19, 1 << 24)]
     assert picks == ["recursive_doubling", "recursive_doubling", "ring", "ring"]
-    assert [name for name, _ in jaxcoll.model.ranking("allreduce", 8, 1 << 19, timed)] == [
+    assert [name for name, _ in jaxcoll.analysis.model.ranking("allreduce", 8, 1 << 19, timed)] == [
         "ring", "recursive_doubling"]
     assert jaxcoll.choose("allreduce", 8, 1 << 16, timed.plain()) != "recursive_doubling"
     assert jaxcoll.choose("allreduce", 4, 1, timed) == jaxcoll.choose("allreduce", 4, 1, timed.plain())
@@ -80,7 +80,7 @@ def test_allgather_and_gather_are_priced_on_their_output():
     schedules on the output."""
     n, nbytes = 8, 1 << 20
     for primitive, name, sends in (("allgather", "ring", n - 1), ("gather", "naive", 1)):
-        ranked = dict(jaxcoll.model.ranking(primitive, n, nbytes, BANDWIDTH_BOUND))
+        ranked = dict(jaxcoll.analysis.model.ranking(primitive, n, nbytes, BANDWIDTH_BOUND))
         on_output = jaxcoll.cost(jaxcoll.schedule(primitive, name, n), n * nbytes,
                                  alpha=BANDWIDTH_BOUND.alpha, beta=BANDWIDTH_BOUND.beta)
         assert ranked[name].seconds == pytest.approx(on_output.seconds)
@@ -91,14 +91,14 @@ def test_swing_and_pat_take_their_relatives_factors():
     """Without factors of their own, Swing is priced with halving-doubling's and PAT with
     Bruck's (its reduce_scatter with halving-doubling's); where the model prices them the same
     as another algorithm, auto keeps to the other (nothing says the newcomer is faster)."""
-    cpu = jaxcoll.model._shipped("cpu")
+    cpu = jaxcoll.analysis.model._shipped("cpu")
     for primitive, name, relative in (("allreduce", "swing", "halving_doubling"),
                                       ("allgather", "pat", "bruck"),
                                       ("reduce_scatter", "pat", "halving_doubling")):
-        assert name in jaxcoll.model.auto_candidates(primitive)
+        assert name in jaxcoll.analysis.model.auto_candidates(primitive)
         assert cpu.factors(primitive, name) == cpu.factors(primitive, relative) != (1.0, 1.0)
         assert cpu.plain().factors(primitive, name) == (1.0, 1.0)
-    ranked = dict(jaxcoll.model.ranking("allgather", 6, 1024, LATENCY_BOUND))
+    ranked = dict(jaxcoll.analysis.model.ranking("allgather", 6, 1024, LATENCY_BOUND))
     assert ranked["pat"].seconds == pytest.approx(ranked["bruck"].seconds)
     assert jaxcoll.choose("allgather", 6, 1024, LATENCY_BOUND) == "bruck"
     assert jaxcoll.choose("allreduce", 8, 1 << 20, cpu) != "swing"
@@ -127,7 +127,7 @@ def test_auto_matches_reference(count):
 
 def test_fit_keeps_the_small_sizes_latency():
     """α comes from where it dominates: a noisy large point must not drag it to zero."""
-    from jaxcoll.model import _fit_line
+    from jaxcoll.analysis.model import _fit_line
 
     sizes = [256, 4096, 65536, 1 << 20, 1 << 22]
     alpha, beta = 200e-6, 2e-9
@@ -151,7 +151,7 @@ def test_per_algorithm_factors_are_measured_saved_and_used(tmp_path):
 
 def test_ranking_applies_the_factors():
     """A factor scales its algorithm's α part or its β-γ part, nothing else."""
-    from jaxcoll.model import ranking
+    from jaxcoll.analysis.model import ranking
 
     slow_binomial = Calibration(alpha=1e-3, beta=1e-15, gamma=0.0, backend="test",
                                 per_algorithm=(("broadcast", "binomial", 10.0, 1.0),))
@@ -170,7 +170,7 @@ def test_no_schedule_beats_the_lower_bounds():
     and on 2 x 2 x n/4 too): at least ceil(log2 n) rounds, and at least the bounds' bytes sent
     and reduced on the critical path (the model's β and γ coefficients); the ring reaches the
     bandwidth bound, recursive doubling the latency bound at powers of two."""
-    from jaxcoll.families import SCHEDULES, build_schedule
+    from jaxcoll.ir.families import SCHEDULES, build_schedule
     for primitive, entries in SCHEDULES.items():
         for algorithm, entry in entries.items():
             for n, shape in ((n, shape) for n in range(1, 25) for shape in (
@@ -194,8 +194,8 @@ def test_no_schedule_beats_the_lower_bounds():
 def test_chain_pieces_minimise_the_model():
     """The chain's piece count is the model's minimum of (n - 2 + k)(α + N/k·β) (checked
     against every k from 1 to 64), and its time approaches the bandwidth bound N·β."""
-    from jaxcoll.families import build_schedule
-    from jaxcoll.model import MAX_MODEL_PIECES, chain_pieces
+    from jaxcoll.ir.families import build_schedule
+    from jaxcoll.analysis.model import MAX_MODEL_PIECES, chain_pieces
     gpu = jaxcoll.calibration("gpu")
     for n, nbytes in ((8, 1 << 20), (8, 1 << 24), (16, 1 << 26), (3, 1 << 20)):
         def seconds(k):
@@ -214,8 +214,8 @@ def test_a_shared_host_is_fitted_from_the_algorithms_times():
     """links="shared": α per round, overhead per message and β per byte of one medium, fitted
     to every algorithm's time (here made by that model: recovered exactly), then used by
     ranking and bounds with no per-algorithm factors; a misnamed links is refused."""
-    from jaxcoll.timing import _shared_fit
-    from jaxcoll.topology import shared, simulate
+    from jaxcoll.tools.timing import _shared_fit
+    from jaxcoll.analysis.topology import shared, simulate
     truth = Calibration(alpha=3e-4, beta=5e-10, gamma=0.0, backend="gloo", links="shared",
                         overhead=6e-5)
     n, points = 8, {}
@@ -230,7 +230,7 @@ def test_a_shared_host_is_fitted_from_the_algorithms_times():
     assert (fitted.links, fitted.per_algorithm) == ("shared", ())
     assert (fitted.alpha, fitted.overhead, fitted.beta) == pytest.approx(
         (truth.alpha, truth.overhead, truth.beta), rel=1e-6)
-    ranked = dict(jaxcoll.model.ranking("allreduce", n, 1 << 24, fitted))
+    ranked = dict(jaxcoll.analysis.model.ranking("allreduce", n, 1 << 24, fitted))
     ring = jaxcoll.schedule("allreduce", "ring", n)
     on_host = simulate(ring, 1 << 24, fitted.topology(n)).seconds
     assert ranked["ring"].seconds == pytest.approx(on_host)

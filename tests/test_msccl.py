@@ -1,4 +1,4 @@
-"""MSCCL's XML in and out (jaxcoll/msccl.py): the shapes of RCCL's library, written by our own
+"""MSCCL's XML in and out (jaxcoll/ir/msccl.py): the shapes of RCCL's library, written by our own
 generators (tests/msccl_fixtures.py), load, verify and run equal to lax; every registered
 schedule's dump runs right under an independent reading of the runtimes' rules
 (tests/msccl_checker.py) and loads back to the same transfers; files the runtimes would refuse
@@ -16,9 +16,9 @@ import jaxcoll
 import msccl_checker
 import msccl_fixtures as fixtures
 from helpers import AXIS, assert_same, exact_inputs, mesh
-from jaxcoll import msccl
-from jaxcoll.check import SCATTERING, call_collective
-from jaxcoll.families import SCHEDULES, build_schedule
+from jaxcoll.ir import msccl
+from jaxcoll.tools.check import SCATTERING, call_collective
+from jaxcoll.ir.families import SCHEDULES, build_schedule
 from msccl_fixtures import step, two_gpus
 
 ONE_LEVEL = [(p, a) for p, algorithms in SCHEDULES.items() for a, e in algorithms.items()
@@ -92,9 +92,9 @@ def test_cost_simulate_and_pictures_take_a_loaded_file():
     schedule = msccl.load(FILES["all-pairs 4"][0])
     priced = jaxcoll.cost(schedule, 1 << 20, alpha=1e-6, beta=1e-9)
     assert priced.messages == 3  # one ppermute per peer distance; the adds are local
-    topology = jaxcoll.topology.switch(4, alpha=1e-6, beta=1e-9)
+    topology = jaxcoll.analysis.topology.switch(4, alpha=1e-6, beta=1e-9)
     assert jaxcoll.simulate(schedule, 1 << 20, topology).seconds > 0
-    assert "all-pairs" in jaxcoll.pictures.html(schedule).text
+    assert "all-pairs" in jaxcoll.tools.pictures.html(schedule).text
 
 
 # ----------------------------------------------------------------------------- out

@@ -16,7 +16,7 @@ from jax.ad_checkpoint import print_saved_residuals
 from jax.sharding import PartitionSpec as P
 
 import jaxcoll
-from jaxcoll.stream import piece_bounds, stream, streaming_algorithms
+from jaxcoll.lowering.stream import piece_bounds, stream, streaming_algorithms
 
 from helpers import AXIS, count_permutes, mesh, other_collectives
 

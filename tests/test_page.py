@@ -1,4 +1,4 @@
-"""The HTML page of a schedule (jaxcoll.pictures.html): self-contained, showing the states
+"""The HTML page of a schedule (jaxcoll.tools.pictures.html): self-contained, showing the states
 symbolic.states proves and the cost model's bytes and times; then driven in a real browser
 (headless Chromium through Playwright: keys, buttons, slider, play) with the network cut off."""
 
@@ -12,11 +12,12 @@ from pathlib import Path
 import pytest
 
 import jaxcoll
-from jaxcoll import Schedule, Transfer, pictures
+from jaxcoll import Schedule, Transfer
+from jaxcoll.tools import pictures
 from jaxcoll.__main__ import main
-from jaxcoll.records import RECORDS
-from jaxcoll.symbolic import ScheduleError, states
-from jaxcoll.topology import ring
+from jaxcoll.ir.records import RECORDS
+from jaxcoll.ir.symbolic import ScheduleError, states
+from jaxcoll.analysis.topology import ring
 
 # Debian's Chromium (apt-get install chromium): Playwright cannot download its own browser here
 CHROMIUM = next((path for path in ("/usr/bin/chromium", shutil.which("chromium"))

@@ -13,8 +13,8 @@ import pytest
 from jax.experimental.pallas import tpu as pltpu
 
 import jaxcoll
-from jaxcoll.pallas_kernel import races_found
-from jaxcoll.records import RECORDS
+from jaxcoll.lowering.pallas_kernel import races_found
+from jaxcoll.ir.records import RECORDS
 
 from helpers import AXIS, assert_same, exact_inputs, per_rank
 

@@ -40,7 +40,7 @@ def test_drawing_leaves_matplotlibs_backend_alone(tmp_path, monkeypatch):
     figure from showing: draw and bench.plot build Figures without pyplot."""
     import matplotlib
 
-    from jaxcoll.bench import Result, plot
+    from jaxcoll.tools.bench import Result, plot
 
     def switched(*args, **kwargs):
         raise AssertionError(f"matplotlib.use{args} called")
@@ -59,7 +59,7 @@ def test_rank_colours_are_matplotlibs_tab10_and_tab20():
     from matplotlib import colormaps
     from matplotlib.colors import to_hex
 
-    from jaxcoll.pictures import _rank_colours
+    from jaxcoll.tools.pictures import _rank_colours
 
     for n, name in ((10, "tab10"), (25, "tab20")):
         cmap = colormaps[name]

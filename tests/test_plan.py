@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 
 import jaxcoll
-from jaxcoll.traced_ids import ids_at as _ids
-from jaxcoll.families import SCHEDULES, build_schedule
-from jaxcoll.ids import id_values
-from jaxcoll.plan import _symmetric_ids, compact, lower
-from jaxcoll.schedules import Symmetry, split_round
+from jaxcoll.lowering.traced_ids import ids_at as _ids
+from jaxcoll.ir.families import SCHEDULES, build_schedule
+from jaxcoll.lowering.ids import id_values
+from jaxcoll.lowering.plan import _symmetric_ids, compact, lower
+from jaxcoll.ir.schedules import Symmetry, split_round
 
 
 def registered(n: int):

@@ -1,6 +1,6 @@
 """Property-based tests: random structures against the ``xla`` reference, bit for bit.
 
-For every registered (primitive, algorithm) of ``jaxcoll.families.SCHEDULES``, Hypothesis draws
+For every registered (primitive, algorithm) of ``jaxcoll.ir.families.SCHEDULES``, Hypothesis draws
 the rank count n (1..8: a sub-mesh of the 8 fake CPU devices), the axis (one name, or a tuple
 (outer, inner) over a 2-D mesh: always for ``hierarchical``), and one to three cases, each a
 pytree of one to three leaves with random shapes (0-d, empty, primes, long vectors; tiled or
@@ -55,8 +55,8 @@ from jax.sharding import PartitionSpec as P
 
 import jaxcoll
 from helpers import AXIS, mesh, ours_and_reference
-from jaxcoll.check import LEVELS  # the tuple axis (outer, inner) of two-level meshes
-from jaxcoll.families import SCHEDULES, two_level
+from jaxcoll.tools.check import LEVELS  # the tuple axis (outer, inner) of two-level meshes
+from jaxcoll.ir.families import SCHEDULES, two_level
 
 PAIRS = [(p, a) for p, algorithms in SCHEDULES.items() for a in sorted(algorithms)]
 # sampled_from tries (and shrinks towards) the first value; each pair's examples rotate these

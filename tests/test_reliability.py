@@ -30,8 +30,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxcoll import check
-from jaxcoll.families import SCHEDULES
+from jaxcoll.tools import check
+from jaxcoll.ir.families import SCHEDULES
 from test_properties import Case, Layout, assert_bits, program
 
 N = 8

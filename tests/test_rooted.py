@@ -19,15 +19,15 @@ import pytest
 from jax import lax
 
 import jaxcoll
-from jaxcoll import check
-from jaxcoll.check import ROOTED
+from jaxcoll.tools import check
+from jaxcoll.tools.check import ROOTED
 from helpers import (AXIS, COUNTS, DTYPES, assert_same, count_permutes, exact_inputs, grad_of,
                      mesh, other_collectives, ours_vs_xla, per_rank)
-from jaxcoll.families import SCHEDULES, build_schedule, pipeline_pieces
-from jaxcoll.families.tree import heap_children
-from jaxcoll import model
-from jaxcoll.execute import execute, in_sequence
-from jaxcoll.families import binomial
+from jaxcoll.ir.families import SCHEDULES, build_schedule, pipeline_pieces
+from jaxcoll.ir.families.tree import heap_children
+from jaxcoll.analysis import model
+from jaxcoll.lowering.execute import execute, in_sequence
+from jaxcoll.ir.families import binomial
 
 FULL_NS = (2, 3, 8)  # besides binomial, algorithms run ops and layouts at these n
 

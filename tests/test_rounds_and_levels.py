@@ -13,7 +13,7 @@ from jax.sharding import PartitionSpec as P
 import jaxcoll
 from helpers import (AXIS, assert_same, count_permutes, exact_inputs, grad_of, mesh,
                      other_collectives, ours_and_reference, per_rank)
-from jaxcoll.execute import lower
+from jaxcoll.lowering.execute import lower
 
 LOG_STEP = [("allreduce", "recursive_doubling"), ("allgather", "recursive_doubling"),
             ("allreduce", "halving_doubling"), ("reduce_scatter", "halving_doubling"),

@@ -8,9 +8,9 @@ import pytest
 from jax import lax
 
 from helpers import AXIS, assert_same, per_rank
-from jaxcoll.families import build_schedule
-from jaxcoll.execute import execute, in_sequence, lower
-from jaxcoll.schedules import Round, Schedule, ScheduleError, Transfer, split_round
+from jaxcoll.ir.families import build_schedule
+from jaxcoll.lowering.execute import execute, in_sequence, lower
+from jaxcoll.ir.schedules import Round, Schedule, ScheduleError, Transfer, split_round
 
 
 def simulate(schedule: Schedule, buffers: np.ndarray) -> np.ndarray:

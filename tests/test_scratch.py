@@ -10,8 +10,10 @@ from jax.sharding import PartitionSpec as P
 
 import jaxcoll
 from helpers import AXIS, assert_same, exact_inputs, mesh
-from jaxcoll import Round, Schedule, ScheduleError, Transfer, pictures, topology
-from jaxcoll.symbolic import dual
+from jaxcoll import Round, Schedule, ScheduleError, Transfer
+from jaxcoll.tools import pictures
+from jaxcoll.analysis import topology
+from jaxcoll.ir.symbolic import dual
 
 
 def allpairs_allreduce(n: int) -> Schedule:

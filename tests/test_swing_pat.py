@@ -8,9 +8,9 @@ import math
 import pytest
 
 import jaxcoll
-from jaxcoll.families import build_schedule
-from jaxcoll.model import choose, cost, ranking
-from jaxcoll.topology import nodes, ring, simulate, switch, torus
+from jaxcoll.ir.families import build_schedule
+from jaxcoll.analysis.model import choose, cost, ranking
+from jaxcoll.analysis.topology import nodes, ring, simulate, switch, torus
 
 POWERS = (2, 4, 8, 16, 32, 64)
 LINK = dict(alpha=1e-6, beta=1 / 45e9)  # per hop, 45 GB/s each way
@@ -113,7 +113,7 @@ def test_where_the_simulator_prefers_them():
                                  ("reduce_scatter", "pat")):
         ranked = [name for name, _ in ranking(primitive, n, nbytes, topology=mesh)]
         assert ranked[:2] == ["hierarchical", algorithm]
-        shipped = jaxcoll.model._shipped("cpu")
+        shipped = jaxcoll.analysis.model._shipped("cpu")
         assert all(choose(primitive, 8, size, shipped) != algorithm
                    for size in (1 << 10, 1 << 24))
         cluster = nodes(8, 8, nvlink=(3e-6, 1 / 370e9), nic=(1e-5, 1 / 50e9))

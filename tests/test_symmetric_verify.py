@@ -8,11 +8,11 @@ from dataclasses import replace
 import pytest
 
 import jaxcoll
-from jaxcoll import symbolic
-from jaxcoll.check import ROOTED
-from jaxcoll.families import SCHEDULES
-from jaxcoll.schedules import Round, Schedule, Transfer
-from jaxcoll.symbolic import ScheduleError, verify
+from jaxcoll.ir import symbolic
+from jaxcoll.tools.check import ROOTED
+from jaxcoll.ir.families import SCHEDULES
+from jaxcoll.ir.schedules import Round, Schedule, Transfer
+from jaxcoll.ir.symbolic import ScheduleError, verify
 
 PAIRS = [(primitive, algorithm) for primitive, algorithms in SCHEDULES.items()
          for algorithm, entry in algorithms.items() if not entry.two_level]

@@ -1,4 +1,4 @@
-"""The topology simulator (jaxcoll.topology): equal to cost() where no link is shared, contention
+"""The topology simulator (jaxcoll.analysis.topology): equal to cost() where no link is shared, contention
 and concurrency priced by hand-derived numbers, routes, lower bounds on a topology, the published
 numbers it is checked against, and the scale it runs at. No JAX: plain arithmetic."""
 
@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 
 import jaxcoll
-from jaxcoll.families import SCHEDULES, build_schedule
-from jaxcoll.model import bounds, choose, ranking
-from jaxcoll.schedules import Schedule, split_round
-from jaxcoll.systems import validation
-from jaxcoll.topology import nodes, ring, shared, simulate, switch, torus
+from jaxcoll.ir.families import SCHEDULES, build_schedule
+from jaxcoll.analysis.model import bounds, choose, ranking
+from jaxcoll.ir.schedules import Schedule, split_round
+from jaxcoll.analysis.systems import validation
+from jaxcoll.analysis.topology import nodes, ring, shared, simulate, switch, torus
 
 ALPHA, BETA, GAMMA = 1e-5, 1e-9, 3e-10
 
@@ -201,7 +201,7 @@ def test_the_ranking_on_paper_follows_the_links():
 
 
 def test_published_numbers_within_15_percent():
-    """The simulator with documented link parameters (jaxcoll/systems.py) predicts the
+    """The simulator with documented link parameters (jaxcoll/analysis/systems.py) predicts the
     published busbw of NCCL's ring within 15% (bench/MODEL.md, "Real links")."""
     rows = validation()
     assert len(rows) >= 3

@@ -14,7 +14,7 @@ from jax.sharding import PartitionSpec as P
 import jaxcoll
 from helpers import AXIS, assert_same, mesh, ours_and_reference, per_rank
 from jaxcoll.collectives import bucket_plan
-from jaxcoll.execute import after, in_sequence
+from jaxcoll.lowering.execute import after, in_sequence
 
 N = 4
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"

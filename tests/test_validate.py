@@ -1,5 +1,5 @@
 """What runs is what was proved: the executor's plan is checked against its schedule before
-anything is traced (jaxcoll/validate.py), and a plan broken on purpose is refused with a
+anything is traced (jaxcoll/lowering/validate.py), and a plan broken on purpose is refused with a
 ScheduleError that says so, never run."""
 
 from dataclasses import replace
@@ -7,10 +7,10 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from jaxcoll import ids, validate
-from jaxcoll.families import SCHEDULES, build_schedule
-from jaxcoll.plan import Ids, lower
-from jaxcoll.schedules import Round, Schedule, ScheduleError, Symmetry, Transfer
+from jaxcoll.lowering import ids, validate
+from jaxcoll.ir.families import SCHEDULES, build_schedule
+from jaxcoll.lowering.plan import Ids, lower
+from jaxcoll.ir.schedules import Round, Schedule, ScheduleError, Symmetry, Transfer
 
 
 def registered(n: int):

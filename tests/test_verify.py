@@ -8,11 +8,11 @@ from dataclasses import replace
 import pytest
 
 import jaxcoll
-from jaxcoll.check import ROOTED, level_shape
-from jaxcoll.families import SCHEDULES, build_schedule, two_level
-from jaxcoll.records import RECORDS
-from jaxcoll.schedules import Round, Schedule, Transfer
-from jaxcoll.symbolic import ScheduleError, verify
+from jaxcoll.tools.check import ROOTED, level_shape
+from jaxcoll.ir.families import SCHEDULES, build_schedule, two_level
+from jaxcoll.ir.records import RECORDS
+from jaxcoll.ir.schedules import Round, Schedule, Transfer
+from jaxcoll.ir.symbolic import ScheduleError, verify
 
 PAIRS = [(p, a) for p, algorithms in SCHEDULES.items() for a in algorithms]
 
@@ -90,7 +90,7 @@ def test_two_copies_into_one_chunk_in_a_round_are_caught():
 
 
 def test_a_rank_sending_twice_in_one_ppermute_is_caught(monkeypatch):
-    from jaxcoll import symbolic
+    from jaxcoll.ir import symbolic
     both = [Transfer(0, 1, 0, False), Transfer(0, 2, 0, False)]  # split_round: two ppermutes
     fan_out = replace(Schedule.build("fan-out", 3, n_chunks=1, rounds=[both]),
                       primitive="broadcast")

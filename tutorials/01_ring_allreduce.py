@@ -276,11 +276,11 @@ lesson.show(ring4)
 
 # %% [markdown]
 # The same ring to step through: Next or → plays a round, with its arrows, the bytes it moves
-# and its time in the model; the colours are the verifier's states. `jaxcoll.pictures.html`
+# and its time in the model; the colours are the verifier's states. `jaxcoll.tools.pictures.html`
 # draws any schedule this way (`-o ring.html` on the shell writes the page to a file).
 
 # %%
-jaxcoll.pictures.html(ring4)
+jaxcoll.tools.pictures.html(ring4)
 
 # %% [markdown]
 # ## 7. Naive vs ring: counting bytes
@@ -355,7 +355,7 @@ for scale in (1 / 3, 3):
 # %% [markdown]
 # `gpu.json`, the GPU numbers of notebooks 01 to 03, is **not a measurement** but an estimate
 # for 8 H100s on NVSwitch. Its 1/β = 370.8 GB/s is the effective NVLink bandwidth NCCL's own
-# model uses (18 links x 20.6 GB/s), as `jaxcoll.systems.dgx("h100")` in notebooks 05 and 06.
+# model uses (18 links x 20.6 GB/s), as `jaxcoll.analysis.systems.dgx("h100")` in notebooks 05 and 06.
 # Its α = 15 µs per jaxcoll round (a `ppermute` launch and hop) is an assumption, larger than
 # NCCL's 3.4 µs ring step inside one kernel. N₄ is proportional to α, so without a measured α
 # (`jaxcoll.calibrate()` on the GPUs) the model cannot say at which size a real cluster sees

@@ -46,7 +46,7 @@ from IPython.display import Markdown
 
 import jaxcoll
 from jaxcoll import Schedule, Transfer
-from jaxcoll.execute import after             # after(value, previous): value, after previous
+from jaxcoll.lowering.execute import after             # after(value, previous): value, after previous
 import lesson                                 # tutorials/lesson.py: the notebooks' plumbing
 from lesson import AXIS, n, on_every_rank
 
@@ -442,9 +442,9 @@ for k in (1, 8, 64):
 
 # %%
 alpha, beta, N = 5e-6, 1 / 100e9, 64 << 20   # assumed: 5 µs, 100 GB/s per link each way; 64 MiB
-TOPOLOGIES = {"ring of links": jaxcoll.topology.ring(n, alpha=alpha, beta=beta),
-              "2x4 torus": jaxcoll.topology.torus(2, 4, alpha=alpha, beta=beta),
-              "switch": jaxcoll.topology.switch(n, alpha=alpha, beta=beta)}
+TOPOLOGIES = {"ring of links": jaxcoll.analysis.topology.ring(n, alpha=alpha, beta=beta),
+              "2x4 torus": jaxcoll.analysis.topology.torus(2, 4, alpha=alpha, beta=beta),
+              "switch": jaxcoll.analysis.topology.switch(n, alpha=alpha, beta=beta)}
 
 
 def parts(algorithm, topology, concurrent=True):

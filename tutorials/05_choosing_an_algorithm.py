@@ -25,7 +25,7 @@
 # - what in-network reduction (NVLS, SHARP) does to the bytes bound;
 # - what `algorithm="auto"` picks and why (`jaxcoll.explain`), what its per-algorithm factors
 #   describe, what 8 fake CPU devices can and cannot tell you;
-# - pricing on **links** (`jaxcoll.simulate`, `jaxcoll.systems`) with NCCL's own parameters,
+# - pricing on **links** (`jaxcoll.simulate`, `jaxcoll.analysis.systems`) with NCCL's own parameters,
 #   and which published measurement tests it (one of three); why one NCCL kernel beats a chain
 #   of `ppermute`s; the double tree; which allreduce for 1024 GPUs in 128 nodes.
 #
@@ -49,13 +49,14 @@ from jax import lax
 from jax.sharding import NamedSharding, PartitionSpec as P
 
 import jaxcoll
-from jaxcoll import pictures, systems
-from jaxcoll.model import ranking             # explain's ranking as data: [(algorithm, Cost)]
-from jaxcoll.model import schedule_for        # the schedule auto would run, in its pieces
+from jaxcoll.tools import pictures
+from jaxcoll.analysis import systems
+from jaxcoll.analysis.model import ranking             # explain's ranking as data: [(algorithm, Cost)]
+from jaxcoll.analysis.model import schedule_for        # the schedule auto would run, in its pieces
 import lesson                                 # tutorials/lesson.py: the notebooks' plumbing
 from lesson import AXIS, mesh, n, on_every_rank, size_label
 
-SHIPPED = Path(jaxcoll.__file__).parent / "calibrations"
+SHIPPED = Path(jaxcoll.analysis.__file__).parent / "calibrations"
 cpu = jaxcoll.Calibration.load(SHIPPED / "cpu.json").plain()   # α, β, γ of fake devices, alone
 SIZES = 2.0 ** np.arange(8, 33)               # 256 B .. 4 GiB per rank
 
@@ -186,7 +187,7 @@ assert quoted["ring"] <= limit["ranks add (ring)"] < quoted["NVLS"] < limit["the
 # - the pipelined **chain** (`algorithm="chain"`, NCCL's broadcast for large messages): a line of
 #   ranks from the root passes on each of k pieces as soon as it has it. n − 2 + k rounds of N/k
 #   bytes: (n − 2 + k)(α + N/k·β), approaching N·β as k grows. jaxcoll takes the minimising k,
-#   sqrt((n−2)·N·β/α), at most 64 (`jaxcoll.model.chain_pieces`).
+#   sqrt((n−2)·N·β/α), at most 64 (`jaxcoll.analysis.model.chain_pieces`).
 #
 # The chain on 4 ranks in 3 pieces: in round 2 all three links work at once.
 
@@ -205,7 +206,7 @@ for k in range(1, 65):
     assert piped.n_rounds == n - 2 + k and math.isclose(bytes_in_turn(piped), (n - 2 + k) / k)
 assert bytes_in_turn(jaxcoll.schedule("broadcast", "scatter_allgather", n)) == 2 * (n - 1) / n
 gpu = jaxcoll.calibration("gpu")                  # an estimate for 8 H100s (notebook 01, section 8)
-k = jaxcoll.model.chain_pieces(n, 2**30, gpu)
+k = jaxcoll.analysis.model.chain_pieces(n, 2**30, gpu)
 assert k == min(range(1, 65), key=lambda j: (n - 2 + j) * (gpu.alpha + 2**30 / j * gpu.beta)), k
 print(f"gpu.json, 1 GiB: the chain's k = {k} minimises (n - 2 + k)(α + N/k·β)")
 
@@ -219,7 +220,7 @@ BROADCASTS = ["naive", "tree", "binomial", "scatter_allgather", "chain"]
 
 def as_run(algorithm, nbytes, c):
     """The broadcast schedule jaxcoll runs for nbytes, in the pieces it would cut them into."""
-    pieces = jaxcoll.model.pieces_for("broadcast", algorithm, n, nbytes, c)
+    pieces = jaxcoll.analysis.model.pieces_for("broadcast", algorithm, n, nbytes, c)
     return jaxcoll.schedule("broadcast", algorithm, n, pieces=pieces)
 
 
@@ -253,7 +254,7 @@ pictures.over_sizes(sizes, {a: [lesson.predicted("broadcast", a, n, s, gpu) for 
 # %% [markdown]
 # In the model the binomial tree wins small messages and the chain large ones. Yet `auto` picks
 # scatter_allgather there, slower by the factor above: the chain is left out of `auto` on
-# *every* backend (`auto=False` in its registry entry, `jaxcoll/families/__init__.py`) because
+# *every* backend (`auto=False` in its registry entry, `jaxcoll/ir/families/__init__.py`) because
 # on these fake devices it ran 2.3x *slower* than scatter_allgather at 16 MiB per rank
 # (bench/RESULTS.md, section 8): its k + n − 2 rounds are copies by the same few cores in turn.
 # On GPUs, whose links run side by side, ask for `algorithm="chain"` by name. Both run
@@ -356,7 +357,7 @@ print(f"compiled: psum {dict(psum_ops)}; ring {dict(ring_ops)} (in loops, run {2
 # %% [markdown]
 # ## 5. On links: a DGX H100, and what checks the model
 #
-# `jaxcoll.systems.dgx` builds nodes of 8 GPUs on an NVSwitch, NICs between nodes, with link
+# `jaxcoll.analysis.systems.dgx` builds nodes of 8 GPUs on an NVSwitch, NICs between nodes, with link
 # parameters from NCCL's topology model (the module cites each). Its NVLink α, 3.4 µs, is
 # NCCL's step inside one kernel; `gpu.json` assumes 15 µs per `ppermute` launched on its own
 # (point 2 above). `jaxcoll.simulate` prices a schedule on them, a round's transfers at once,

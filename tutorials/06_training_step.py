@@ -50,7 +50,8 @@ from jax import lax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 import jaxcoll
-from jaxcoll import pictures, systems
+from jaxcoll.tools import pictures
+from jaxcoll.analysis import systems
 from jaxcoll.collectives import bucket_plan   # the packing rule, for the count in section 5
 import lesson                                 # tutorials/lesson.py: the notebooks' plumbing
 from lesson import size_label
@@ -264,7 +265,7 @@ print(f"lax.pmean: {in_jax} all-reduces as JAX lowers it, {in_xla} after XLA's c
 #
 # **What buckets are worth.** The bytes are the same either way; the difference is a start-up
 # per `ppermute`. We price it in the α-β-γ model with the CPU calibration, and on the links of
-# one DGX H100 (`jaxcoll.systems`, notebook 05), whose α of 3.4 µs is NCCL's step inside one
+# one DGX H100 (`jaxcoll.analysis.systems`, notebook 05), whose α of 3.4 µs is NCCL's step inside one
 # kernel (`gpu.json` assumes 15 µs per jaxcoll round, a `ppermute` launched on its own):
 
 # %%

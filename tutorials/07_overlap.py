@@ -49,7 +49,7 @@ from jax.sharding import PartitionSpec as P
 
 import jaxcoll
 import lesson                                 # tutorials/lesson.py: the plumbing the notebooks share
-from jaxcoll import systems, topology
+from jaxcoll.analysis import systems, topology
 from lesson import AXIS, by_rows, n, small_integers   # by_rows: every argument split by rows
 
 ROWS, COLUMNS = P(AXIS), P(None, AXIS)       # split by rows / by columns over the ranks
@@ -200,7 +200,7 @@ plt.show()
 # rows·k·s / bandwidth for s bytes a value (plus α, negligible for big blocks). Both grow with
 # rows·k, so only p decides: c >= t when **p >= F·s / (2·bandwidth)**, a critical width for the
 # columns each rank multiplies by. With dense bfloat16 peak FLOP/s (NVIDIA's datasheets) and
-# `jaxcoll.systems`' NVLink bandwidth each way:
+# `jaxcoll.analysis.systems`' NVLink bandwidth each way:
 
 # %%
 PEAK_BF16 = {"a100": 312e12, "h100": 989e12}   # dense bfloat16 FLOP/s, SXM datasheets

@@ -43,8 +43,9 @@ from jax.sharding import PartitionSpec as P
 
 import jaxcoll
 import lesson                                 # tutorials/lesson.py: the plumbing the notebooks share
-from jaxcoll import codec, systems
-from jaxcoll.compression import Compress, error_bound, quantizations, sum_of_block_maxima
+from jaxcoll.lowering import codec
+from jaxcoll.analysis import systems
+from jaxcoll.analysis.compression import Compress, error_bound, quantizations, sum_of_block_maxima
 from lesson import AXIS
 
 # %% [markdown]
@@ -123,7 +124,7 @@ for name in ("ring", "two_shot"):
 # (distances 1, 2, 3); in the ring, chunk k hops from neighbour to neighbour.
 #
 # jaxcoll reads the number of quantizations, d, off the schedule itself
-# (`jaxcoll.compression.quantizations`), by following every chunk through the rounds:
+# (`jaxcoll.analysis.compression.quantizations`), by following every chunk through the rounds:
 
 # %%
 for n in (2, 4, 8):

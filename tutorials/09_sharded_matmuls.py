@@ -288,7 +288,7 @@ def compiled_permutes(schedule):
 
 
 gather_schedule = jaxcoll.schedule("allgather", jaxcoll.choose("allgather", n, W.nbytes // n), n)
-its_dual = jaxcoll.symbolic.dual(gather_schedule)   # what jax.grad runs: the ReduceScatter
+its_dual = jaxcoll.ir.symbolic.dual(gather_schedule)   # what jax.grad runs: the ReduceScatter
 assert compiled == {"collective-permute": compiled_permutes(gather_schedule)
                     + compiled_permutes(its_dual)}
 print(f"auto's AllGather: {gather_schedule.name!r}, {gather_schedule.n_rounds} rounds -> "

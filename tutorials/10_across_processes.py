@@ -17,7 +17,7 @@
 #
 # **What you will learn**
 #
-# - how `python -m jaxcoll.launch` starts P processes and how `jaxcoll.distributed.initialize()`
+# - how `python -m jaxcoll.tools.launch` starts P processes and how `jaxcoll.tools.distributed.initialize()`
 #   joins them into one mesh, so that unchanged jaxcoll code runs across them;
 # - that `jaxcoll.ring_allreduce` still equals `lax.psum` bit for bit, and still compiles to
 #   nothing but `collective-permute`s: 2(n-1) exchanges of N/n bytes, counted in the program
@@ -59,7 +59,7 @@ PROCESSES = 4
 # %% [markdown]
 # ## 1. The launcher
 #
-# `python -m jaxcoll.launch --nproc P --devices-per-proc D -- COMMAND` starts P copies of
+# `python -m jaxcoll.tools.launch --nproc P --devices-per-proc D -- COMMAND` starts P copies of
 # COMMAND. It plays the part `torchrun` plays for PyTorch on one machine: it picks a free port
 # on 127.0.0.1 for a coordinator and tells each process its id, the process count, the
 # coordinator's address and how many fake CPU devices to make, through `JAX_*` environment
@@ -67,7 +67,7 @@ PROCESSES = 4
 # (PyTorch's CPU backend), over TCP. It prefixes every line a process prints with `[rank k]`,
 # and if one process fails it stops the others and exits with that process's code.
 #
-# A script joins the run with `jaxcoll.distributed.initialize()` before any other JAX work.
+# A script joins the run with `jaxcoll.tools.distributed.initialize()` before any other JAX work.
 # Under the launcher it calls `jax.distributed.initialize` with those coordinates; on a
 # cluster (`srun`, `mpirun`) it lets JAX detect the cluster, and alone it does nothing. After
 # it, `jax.devices()` lists every process's devices, process 0's first, so a `Mesh` over them
@@ -83,7 +83,7 @@ print(inspect.getsource(demo.main))
 # every transfer crosses a process boundary. Every process builds the same input, so each can
 # check its own ranks' results against the exact sum (integer values: every order of summation
 # gives the same bits); the counts of mismatches are added up over processes with
-# `jaxcoll.distributed.gather` (JAX's `process_allgather`):
+# `jaxcoll.tools.distributed.gather` (JAX's `process_allgather`):
 
 # %%
 result = demo.result(PROCESSES)
@@ -135,7 +135,7 @@ print(f"the gloo calibration: α = {gloo.alpha * 1e6:.0f} µs a round, {gloo.ove
 # The ring is two loops, reduce-scatter then allgather, each running one `collective-permute`
 # of N/n = 100 kB n-1 = 3 times: 6 exchanges and 1.5 N = 2(n-1)/n·N bytes per rank, exactly
 # the schedule's count and the bound. `auto` knew it runs across processes
-# (`jaxcoll.model.transport()` is `"gloo"`), so it ranked the algorithms with the calibration
+# (`jaxcoll.analysis.model.transport()` is `"gloo"`), so it ranked the algorithms with the calibration
 # measured over gloo, not the one-process one (the one shipped with jaxcoll, which
 # `JAXCOLL_CALIBRATE=0` above makes it use: a machine's own measurements, kept in its
 # calibration cache, could rank another algorithm first), and compiled to
@@ -245,7 +245,7 @@ def one_step_allreduce(n=4, chunks=8):
 
 xml = one_step_allreduce()
 print(*xml.splitlines()[:4], "...", sep="\n")
-schedule = jaxcoll.msccl.load(xml)  # by the runtimes' rules: pairing, dependencies, races
+schedule = jaxcoll.ir.msccl.load(xml)  # by the runtimes' rules: pairing, dependencies, races
 jaxcoll.verify(schedule)
 print(repr(schedule), "verified;", schedule.n_scratch, "scratch chunks")
 assert schedule.n_rounds == 2
@@ -261,17 +261,17 @@ assert schedule.n_rounds == 2
 # row; scratch columns are named `s0`, `s1`, ...).
 
 # %%
-jaxcoll.pictures.html(schedule)
+jaxcoll.tools.pictures.html(schedule)
 
 # %% [markdown]
 # It also runs as an ordinary jaxcoll collective, here on the notebook's own fake devices, and
 # can be priced on the links it was written for: 4 MI300X GPUs, a link each way between every
-# two (`jaxcoll.systems.mi300x`; one MSCCL kernel runs every transfer of a round at once).
+# two (`jaxcoll.analysis.systems.mi300x`; one MSCCL kernel runs every transfer of a round at once).
 
 # %%
 from jax.sharding import Mesh, PartitionSpec as P
 
-from jaxcoll import systems
+from jaxcoll.analysis import systems
 
 mesh = Mesh(np.array(jax.devices()[:4]), ("i",))
 x = np.arange(4 * 16, dtype=np.float32).reshape(4, 16) % 7
@@ -289,16 +289,16 @@ assert min(times, key=times.get) == "the MSCCL file"
 # %% [markdown]
 # At 2 KiB the all-pairs algorithm wins: one round of messages, each on its own link, against
 # the ring's 6 rounds one link at a time (bench/MODEL.md prices all of RCCL's library this
-# way). The other direction works too: `jaxcoll.msccl.dump` writes any schedule as a file RCCL
+# way). The other direction works too: `jaxcoll.ir.msccl.dump` writes any schedule as a file RCCL
 # runs, with the steps it supports today (`s`, `r`, `cpy`, `re`, `nop`: a reducing receive is
 # an `r` into scratch and an `re`).
 
 # %%
-ring_xml = jaxcoll.msccl.dump(jaxcoll.schedule("allreduce", "ring", 4))
+ring_xml = jaxcoll.ir.msccl.dump(jaxcoll.schedule("allreduce", "ring", 4))
 print(*ring_xml.splitlines()[2:7], sep="\n")
 kinds = {line.split('type="')[1].split('"')[0] for line in ring_xml.splitlines() if "<step" in line}
 assert kinds <= {"s", "r", "cpy", "re", "nop"}
-back = jaxcoll.msccl.load(ring_xml)
+back = jaxcoll.ir.msccl.load(ring_xml)
 jaxcoll.verify(back)
 assert sorted(str(t) for r in back.rounds for t in r) == sorted(
     str(t) for r in jaxcoll.schedule("allreduce", "ring", 4).rounds for t in r)
@@ -308,7 +308,7 @@ assert sorted(str(t) for r in back.rounds for t in r) == sorted(
 #
 # The script of section 2 is what runs on a cluster, unchanged. A cluster's own launcher
 # (SLURM's `srun`, Open MPI's `mpirun`, a Kubernetes job) takes the place of
-# `jaxcoll.launch`, and `jaxcoll.distributed.initialize()` hands over to
+# `jaxcoll.tools.launch`, and `jaxcoll.tools.distributed.initialize()` hands over to
 # `jax.distributed.initialize()`, which detects it. On GPUs, JAX uses NCCL instead of gloo.
 # There XLA turns `psum` into one NCCL all-reduce kernel (ring or tree, NCCL's choice, with
 # the steps pipelined on the GPU), and each `ppermute` into an NCCL send/recv pair. The same

@@ -16,7 +16,7 @@
 #
 # - T_comp = FLOPs / peak beside T_comm = bytes / bandwidth, per device and step, for data
 #   parallelism (DP), FSDP, tensor parallelism (TP), sequence parallelism (SP) and mixture of
-#   experts (MoE), on the machines of `jaxcoll.systems`;
+#   experts (MoE), on the machines of `jaxcoll.analysis.systems`;
 # - the **critical** batch or width below which each is communication-bound, derived and
 #   checked against a direct evaluation;
 # - notebook 07's rule for hiding a transfer, applied to each;
@@ -43,7 +43,7 @@ from jax.sharding import Mesh, PartitionSpec as P
 
 import jaxcoll
 import lesson                                 # tutorials/lesson.py: the plumbing the notebooks share
-from jaxcoll import systems
+from jaxcoll.analysis import systems
 
 # %% [markdown]
 # ## 1. Two clocks
@@ -53,7 +53,7 @@ from jaxcoll import systems
 #
 #     T_comp = flops / peak        T_comm = bytes / W
 #
-# `jaxcoll.systems` has the links (with their sources): NCCL's effective NVLink bandwidth
+# `jaxcoll.analysis.systems` has the links (with their sources): NCCL's effective NVLink bandwidth
 # per GPU and the InfiniBand NIC line rate. It has no FLOP/s, so we take the dense bf16 peak
 # from NVIDIA's data sheets (which print twice that, "with sparsity").
 

@@ -2,7 +2,7 @@
 
 Run as a script under the launcher, it is one process of the run:
 
-    python -m jaxcoll.launch --nproc 4 --devices-per-proc 1 -- python tutorials/_across_processes_demo.py
+    python -m jaxcoll.tools.launch --nproc 4 --devices-per-proc 1 -- python tutorials/_across_processes_demo.py
 
 Each process joins the others, builds one mesh of every process's devices, and runs the same
 allreduce three ways (jaxcoll's ring, lax.psum, jaxcoll's auto) on integer-valued float32
@@ -25,11 +25,11 @@ COUNT = 100_000  # float32 values per rank: 400 kB
 
 
 def launch(nproc: int, *command: str, devices_per_proc: int = 1) -> str:
-    """Run ``command`` as ``nproc`` processes under ``python -m jaxcoll.launch``; their
+    """Run ``command`` as ``nproc`` processes under ``python -m jaxcoll.tools.launch``; their
     output, each line prefixed ``[rank k]``. The processes get their coordinates from the
     launcher, not from the caller's ``JAX_*`` variables, which are left out."""
     env = {key: value for key, value in os.environ.items() if not key.startswith("JAX_")}
-    done = subprocess.run([sys.executable, "-m", "jaxcoll.launch", "--nproc", str(nproc),
+    done = subprocess.run([sys.executable, "-m", "jaxcoll.tools.launch", "--nproc", str(nproc),
                            "--devices-per-proc", str(devices_per_proc), "--timeout", "240",
                            "--", *command], capture_output=True, text=True, timeout=300, env=env)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
@@ -45,9 +45,9 @@ def result(nproc: int) -> dict:
 
 def main():
     """One process of the run (see the module docstring)."""
-    import jaxcoll.distributed
+    import jaxcoll.tools.distributed
 
-    jaxcoll.distributed.initialize()  # before any other JAX work: join the other processes
+    jaxcoll.tools.distributed.initialize()  # before any other JAX work: join the other processes
 
     import re
 
@@ -57,7 +57,7 @@ def main():
     from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
     import jaxcoll
-    from jaxcoll.distributed import gather, local_blocks
+    from jaxcoll.tools.distributed import gather, local_blocks
 
     axis = "i"
     mesh = Mesh(np.array(jax.devices()), (axis,))  # every process's devices, process 0's first
@@ -99,7 +99,7 @@ def main():
     if jax.process_index() == 0:
         print("RESULT " + json.dumps({
             "processes": jax.process_count(), "ranks": n, "count": COUNT, "wrong": wrong,
-            "compiled": compiled, "transport": jaxcoll.model.transport(),
+            "compiled": compiled, "transport": jaxcoll.analysis.model.transport(),
             "collectives_implementation": os.environ.get("JAX_CPU_COLLECTIVES_IMPLEMENTATION"),
             "auto": jaxcoll.choose("allreduce", n, values[0].nbytes)}))
 

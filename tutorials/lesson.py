@@ -24,9 +24,9 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 import jaxcoll
-from jaxcoll.model import schedule_for
-from jaxcoll.pictures import size_label  # noqa: F401 (the notebooks' size labels)
-from jaxcoll.timing import time_alternating
+from jaxcoll.analysis.model import schedule_for
+from jaxcoll.tools.pictures import size_label  # noqa: F401 (the notebooks' size labels)
+from jaxcoll.tools.timing import time_alternating
 
 AXIS = "i"
 mesh = Mesh(np.array(jax.devices()), (AXIS,))

@@ -1,0 +1,383 @@
+"""Links in the model: a topology of directed links, each with its own α and β, ranks placed on
+them, and :func:`simulate`, which prices a schedule on it round by round. No JAX in here.
+
+A transfer from ``src`` to ``dst`` follows a route, a list of links. In a round it takes
+
+    α of its route (the sum of its links' α)
+    + the most any of its links is busy that round: (bytes on the link) · β_link
+    + (bytes its receiver reduces that round) · γ,
+
+so links shared by several transfers of a round split their bandwidth, and transfers on
+disjoint links run at the same time (full duplex = two links, one each way). A round lasts as
+long as its slowest transfer; rounds run one after another, as the schedule's lock-step does.
+
+``concurrent=False`` prices a round as jaxcoll's executor runs it: one ``ppermute`` per matching
+(:func:`~jaxcoll.ir.schedules.split_round`), one after another. On a :func:`switch` no transfer of
+a matching shares a link, so that is exactly :func:`jaxcoll.cost` (tested for every schedule).
+
+Presets: :func:`switch` (every rank one full-duplex port into a non-blocking switch, as on
+NVSwitch), :func:`ring` and :func:`torus` (of any dimensions; links to neighbours only,
+shortest-way routing, dimension by dimension), :func:`nodes` (GPUs on a switch inside each
+node, NICs between nodes), :func:`shared` (one medium every message crosses: processes of
+one host over loopback).
+"""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from jaxcoll.ir.records import RECORDS
+from jaxcoll.ir.schedules import Schedule, split_round
+
+Routes = Callable[[np.ndarray, np.ndarray], np.ndarray]  # (t,) src, (t,) dst -> (t, hops), -1 pad
+
+
+@dataclass(frozen=True, eq=False)
+class Topology:
+    """``n`` ranks on directed links; ``routes(src, dst)`` gives the links each transfer uses."""
+
+    name: str
+    n: int
+    link_names: tuple[str, ...]
+    alpha: np.ndarray  # (links,) seconds a message pays on the link
+    beta: np.ndarray  # (links,) seconds per byte
+    routes: Routes
+    gamma: float = 0.0  # seconds per byte reduced
+    node_of: np.ndarray | None = None  # (n,) each rank's node: the cut the NICs cross
+    gpus_per_node: int = 0  # > 0: channels rotate each node's ranks (see simulate)
+    assumptions: str = ""
+    # (links,) seconds each message keeps a link busy on top of its bytes (LogGP's gap): what
+    # a shared medium such as one host's cores pays per message; None: 0
+    overhead: np.ndarray | None = None
+    # the sizes of the levels ``hierarchical`` runs on here, outermost first (a torus's
+    # dimensions, nodes' (n_nodes, gpus)); (): none
+    levels: tuple[int, ...] = ()
+
+    def route(self, src: int, dst: int) -> list[str]:
+        """The names of the links a transfer from ``src`` to ``dst`` crosses."""
+        hops = self.routes(np.array([src]), np.array([dst]))[0]
+        return [self.link_names[link] for link in hops if link >= 0]
+
+    def first_links(self, rank: int) -> np.ndarray:
+        """The links a rank's messages can leave it by (its ports)."""
+        others = np.array([r for r in range(self.n) if r != rank])
+        return np.unique(self.routes(np.full_like(others, rank), others)[:, 0])
+
+    def channel_ranks(self, channel: int) -> np.ndarray:
+        """(n,) where channel ``channel`` puts each of the schedule's ranks: on :func:`nodes`,
+        each node's GPUs rotated by the channel (so its rings leave a node by other NICs, as
+        NCCL's channels do); elsewhere the same ranks."""
+        ranks = np.arange(self.n)
+        if not self.gpus_per_node:
+            return ranks
+        g = self.gpus_per_node
+        return ranks // g * g + (ranks % g + channel) % g
+
+
+@dataclass(frozen=True, eq=False)
+class Simulation:
+    """A schedule priced on a topology: the total, and per round (per matching when not
+    ``concurrent``; rounds with no transfer left out) its time, busiest link and links' bytes."""
+
+    seconds: float
+    round_seconds: np.ndarray  # (rounds,)
+    busiest_link: np.ndarray  # (rounds,) the link busy longest that round (bytes·β + overhead)
+    # (rounds,) the pattern of each round's link loads, and the patterns: (links, bytes) each
+    # (rounds that move the same bytes over the same links, as a ring's do, share one)
+    loads: tuple[np.ndarray, list[tuple[np.ndarray, np.ndarray]]] = field(repr=False)
+    topology: Topology = field(repr=False)
+
+    def link_bytes(self) -> np.ndarray:
+        """(links,) bytes each link carries over the whole run."""
+        pattern_of, patterns = self.loads
+        rounds = np.bincount(pattern_of, minlength=len(patterns))  # (patterns,)
+        total = np.zeros(len(self.topology.link_names))
+        for (links, nbytes), count in zip(patterns, rounds):
+            total[links] += count * nbytes
+        return total
+
+    def round_links(self, round_index: int) -> dict[str, float]:
+        """The links busy in one round, with their bytes."""
+        pattern_of, patterns = self.loads
+        links, nbytes = patterns[pattern_of[round_index]]
+        return {self.topology.link_names[k]: float(b) for k, b in zip(links, nbytes)}
+
+    def __str__(self) -> str:
+        if not len(self.round_seconds):
+            return "0 µs: no rounds"
+        slowest = int(np.argmax(self.round_seconds))
+        busiest = self.topology.link_names[self.busiest_link[slowest]]
+        return (f"{self.seconds * 1e6:.1f} µs over {len(self.round_seconds)} rounds on "
+                f"{self.topology.name}; slowest round {slowest} "
+                f"({self.round_seconds[slowest] * 1e6:.1f} µs, busiest link {busiest})")
+
+
+# ----------------------------------------------------------------------------- simulating
+
+def chunk_bytes(schedule: Schedule, nbytes: float) -> float:
+    """Bytes in one of the schedule's chunks when a rank's buffer is ``nbytes`` (alltoall's
+    2n chunks hold its input twice: n chunks of data)."""
+    twice = schedule.primitive and RECORDS[schedule.primitive].schedule_blocks == "2n"
+    return nbytes / (schedule.n_chunks // 2 if twice else schedule.n_chunks)
+
+
+_PHASES: dict[tuple[int, bool], tuple] = {}  # (id(schedule), concurrent) -> (weakref, phases)
+# (schedules built by build_schedule live as long as its cache: bench/scale.py clears it)
+
+
+def _phases(schedule: Schedule, concurrent: bool) -> list[tuple]:
+    """Per round (or per matching), (pattern, arrays): ``arrays()`` gives the (src, dst, chunk
+    count, reduce) arrays of its transfers; phases of one ``pattern`` (not None) have the same
+    arrays (symmetric rounds that send as many chunks to the same partners). Cached per
+    schedule object (a 1024-rank ring has two million transfers)."""
+    key = (id(schedule), concurrent)
+    cached = _PHASES.get(key)
+    if cached is not None and cached[0]() is schedule:
+        return cached[1]
+    phases = []
+    for round_ in schedule.rounds:
+        if round_.symmetry is not None:  # every rank r sends rank 0's transfers moved to r
+            shapes = [(t.dst, len(t.chunks), t.reduce) for t in round_.base]
+            groups = [shapes] if concurrent else [[shape] for shape in shapes]
+            phases += [((round_.symmetry, tuple(group)),
+                        lambda group=group, symmetry=round_.symmetry: _spread(group, symmetry))
+                       for group in groups if group]
+            continue
+        groups = [list(round_)] if concurrent else split_round(round_)
+        phases += [(None, lambda arrays=_arrays(group): arrays) for group in groups if group]
+    _PHASES[key] = (weakref.ref(schedule), phases)
+    weakref.finalize(schedule, _PHASES.pop, key, None)  # forgotten with the schedule
+    return phases
+
+
+def _arrays(transfers) -> tuple[np.ndarray, ...]:
+    """(src, dst, chunk count, reduce) arrays of ``transfers``."""
+    return tuple(np.array(column, dtype=kind) for column, kind in
+                 zip(zip(*[(t.src, t.dst, len(t.chunks), t.reduce) for t in transfers]),
+                     (np.int64, np.int64, np.float64, bool)))
+
+
+def _spread(shapes, symmetry) -> tuple[np.ndarray, ...]:
+    """(src, dst, chunk count, reduce) arrays of rank 0's transfers, given as (dst, chunk count,
+    reduce) ``shapes``, made by every rank."""
+    columns = [(*symmetry.partners(dst), np.full(symmetry.n_ranks, float(count)),
+                np.full(symmetry.n_ranks, reduce))
+               for dst, count, reduce in shapes]
+    return tuple(map(np.concatenate, zip(*columns)))
+
+
+def simulate(schedule: Schedule, nbytes: float, topology: Topology, *,
+             concurrent: bool = True, channels: int = 1, gamma: float | None = None) -> Simulation:
+    """Predicted time of ``schedule`` on ``topology`` for a buffer of ``nbytes`` per rank (as
+    :func:`jaxcoll.cost` counts it), round by round, with contention on shared links.
+
+    ``concurrent``: every transfer of a round at once (what one fused kernel can do); False:
+    one matching after another (what jaxcoll's executor does: one ``ppermute`` each).
+    ``channels``: run the schedule ``channels`` times at once on ``nbytes / channels`` each,
+    channel c on :meth:`Topology.channel_ranks` (c), as NCCL splits a collective over rings.
+    """
+    if schedule.n_ranks != topology.n:
+        raise ValueError(f"simulate: the schedule has {schedule.n_ranks} ranks, the topology "
+                         f"{topology.name!r} {topology.n}")
+    if channels < 1:
+        raise ValueError(f"simulate: channels={channels!r}, must be >= 1")
+    if channels > 1 and schedule.primitive and RECORDS[schedule.primitive].rooted:
+        raise ValueError(f"simulate: channels={channels} moves a {schedule.primitive}'s root "
+                         "(each channel's ranks are rotated): channels are for unrooted ones")
+    gamma = topology.gamma if gamma is None else gamma
+    chunk = chunk_bytes(schedule, nbytes) / channels
+    placements = [topology.channel_ranks(c) for c in range(channels)]
+    seen: dict = {}  # a phase's pattern -> its (time, busiest link, pattern index)
+    times, busiest, pattern_of, patterns = [], [], [], []
+    for pattern, arrays in _phases(schedule, concurrent):
+        priced = seen.get(pattern) if pattern is not None else None
+        if priced is None:
+            took, link, load = _price(topology, placements, chunk, gamma, *arrays())
+            used = np.flatnonzero(load)
+            patterns.append((used, load[used]))
+            priced = (took, link, len(patterns) - 1)
+            if pattern is not None:
+                seen[pattern] = priced
+        times.append(priced[0])
+        busiest.append(priced[1])
+        pattern_of.append(priced[2])
+    return Simulation(float(np.sum(times)), np.array(times), np.array(busiest, dtype=int),
+                      (np.array(pattern_of, dtype=int), patterns), topology)
+
+
+def _price(topology: Topology, placements, chunk: float, gamma: float, src, dst, count,
+           reduce) -> tuple[float, int, np.ndarray]:
+    """One phase on the topology: (seconds, its busiest link, (links,) bytes on each)."""
+    channels = len(placements)
+    src = np.concatenate([place[src] for place in placements])
+    dst = np.concatenate([place[dst] for place in placements])
+    sent = np.tile(count * chunk, channels)  # (t,) bytes of each transfer
+    reduce = np.tile(reduce, channels)
+    route = topology.routes(src, dst)  # (t, hops), -1 past a route's end
+    on = (route >= 0) & (src != dst)[:, None]  # a local transfer crosses no link
+    load = np.bincount(route[on], weights=np.broadcast_to(sent[:, None], route.shape)[on],
+                       minlength=len(topology.link_names))  # (links,)
+    busy = load * topology.beta  # (links,) seconds each link needs this round
+    if topology.overhead is not None:
+        messages = np.bincount(route[on], minlength=len(topology.link_names))  # (links,)
+        busy = busy + messages * topology.overhead
+    reduced = np.bincount(dst, weights=reduce * sent, minlength=topology.n)  # (n,) by dst
+    took = (np.where(on, busy[route], 0.0).max(axis=1)
+            + np.where(on, topology.alpha[route], 0.0).sum(axis=1) + reduced[dst] * gamma)
+    return float(took.max()), int(np.argmax(busy)), load
+
+
+# ----------------------------------------------------------------------------- presets
+
+def _along_ring(start: np.ndarray, stop: np.ndarray, size: int, both_ways: bool = True):
+    """The shortest way round a ring of ``size``: (positions left, direction +1/-1, hops),
+    positions (t, most hops) of the link-owning rank at each hop, -1 past the end."""
+    ahead = (stop - start) % size
+    forward = ahead <= size - ahead if both_ways else np.ones_like(ahead, dtype=bool)
+    hops = np.where(forward, ahead, (size - ahead) % size)
+    step = np.where(forward, 1, -1)
+    k = np.arange(max(int(hops.max(initial=0)), 1))
+    positions = (start[:, None] + step[:, None] * k[None, :]) % size  # (t, most hops)
+    return np.where(k[None, :] < hops[:, None], positions, -1), step, hops
+
+
+def switch(n: int, *, alpha: float, beta: float, gamma: float = 0.0,
+           name: str = "switch") -> Topology:
+    """Every rank one full-duplex port (an up link and a down link) into a non-blocking switch;
+    a message pays α in all (α/2 on each of its two links) and β per byte."""
+    names = tuple(f"{r}->switch" for r in range(n)) + tuple(f"switch->{r}" for r in range(n))
+    return Topology(name, n, names, np.full(2 * n, alpha / 2), np.full(2 * n, float(beta)),
+                    lambda src, dst: np.stack([src, n + dst], axis=1), gamma,
+                    assumptions=f"{n} ranks, one full-duplex port each into a non-blocking "
+                                f"switch; α={alpha:.3g} s per message, {1 / beta / 1e9:.4g} GB/s "
+                                "each way per port")
+
+
+def shared(n: int, *, alpha: float, beta: float, overhead: float = 0.0, gamma: float = 0.0,
+           name: str = "one host") -> Topology:
+    """n ranks on one medium every message crosses, such as processes of one machine over
+    loopback (their cores and memory are the wire): a round takes α + (its messages)·overhead
+    + (its bytes)·β, whatever ranks they join."""
+    return Topology(name, n, ("host",), np.array([float(alpha)]), np.array([float(beta)]),
+                    lambda src, dst: np.zeros((len(src), 1), dtype=np.int64), gamma,
+                    assumptions=f"{n} ranks sharing one medium: α={alpha:.3g} s per round, "
+                                f"{overhead:.3g} s per message, {beta:.3g} s per byte",
+                    overhead=np.array([float(overhead)]))
+
+
+def fully_connected(n: int, *, alpha: float, beta: float, gamma: float = 0.0,
+                    name: str = "") -> Topology:
+    """A link each way between every two ranks (AMD's Infinity Fabric among a node's GPUs): a
+    message crosses its pair's own link, paying α and β per byte on it."""
+    # link (src, dst) at index src·n + dst
+    names = tuple(f"{src}->{dst}" for src in range(n) for dst in range(n))
+    return Topology(name or f"{n} fully connected", n, names, np.full(n * n, float(alpha)),
+                    np.full(n * n, float(beta)),
+                    lambda src, dst: (src * n + dst)[:, None], gamma,
+                    assumptions=f"{n} ranks, a link each way between every two; α={alpha:.3g} "
+                                f"s, {1 / beta / 1e9:.4g} GB/s each way per link")
+
+
+def ring(n: int, *, alpha: float, beta: float, gamma: float = 0.0,
+         bidirectional: bool = True) -> Topology:
+    """Ranks on a ring of links to their neighbours (both ways if ``bidirectional``), messages
+    routed the shorter way round, α per hop."""
+    back = " (back)" if n == 2 else ""  # two ranks: two links each way
+    names = tuple(f"{r}->{(r + 1) % n}" for r in range(n)) + \
+        tuple(f"{r}->{(r - 1) % n}{back}" for r in range(n))
+
+    def routes(src, dst):
+        positions, step, _ = _along_ring(src, dst, n, bidirectional)
+        return np.where(positions >= 0, positions + np.where(step < 0, n, 0)[:, None], -1)
+
+    kind = "full-duplex" if bidirectional else "one-way"
+    return Topology(f"ring of {n}", n, names, np.full(2 * n, float(alpha)),
+                    np.full(2 * n, float(beta)), routes, gamma,
+                    assumptions=f"{n} ranks on a {kind} ring; α={alpha:.3g} s per hop, "
+                                f"{1 / beta / 1e9:.4g} GB/s per link each way")
+
+
+def torus(*dims: int, alpha: float, beta: float, gamma: float = 0.0) -> Topology:
+    """A torus of any dimensions, ``torus(rows, cols, ...)`` or ``torus(x, y, z, ...)`` (rank
+    row-major in ``dims``), full-duplex links to both neighbours along each dimension; messages
+    go along the innermost dimension first (the row), then outwards, the shorter way each,
+    α per hop."""
+    _check_dims(dims)
+    n, k = int(np.prod(dims)), len(dims)
+    strides = [int(np.prod(dims[d + 1:])) for d in range(k)]
+    ways = [_WAYS[k - 1 - d] if k - 1 - d < len(_WAYS) else (f"dim{d}+", f"dim{d}-")
+            for d in range(k)]  # link 2k·r + 2(k-1-d) + (backwards): rank r, dimension d
+    names = tuple(f"{r}->{way}" for r in range(n) for d in reversed(range(k)) for way in ways[d])
+
+    def routes(src, dst):
+        hops = []
+        for d in reversed(range(k)):  # innermost first: outer coordinates still src's
+            here = src // strides[d] % dims[d]
+            along, step, _ = _along_ring(here, dst // strides[d] % dims[d], dims[d])
+            others = (src // (strides[d] * dims[d]) * strides[d] * dims[d]  # outer: src's
+                      + dst % strides[d])  # inner: dst's, already travelled
+            owner = others[:, None] + along * strides[d]  # (t, most hops) rank owning each hop
+            hops.append(np.where(along >= 0, 2 * k * owner + 2 * (k - 1 - d)
+                                 + np.where(step > 0, 0, 1)[:, None], -1))
+        return _packed(np.concatenate(hops, axis=1))
+
+    shape = "x".join(map(str, dims))
+    return Topology(f"{shape} torus", n, names, np.full(2 * k * n, float(alpha)),
+                    np.full(2 * k * n, float(beta)), routes, gamma, levels=tuple(dims),
+                    assumptions=f"{shape} torus, full-duplex links to {2 * k} neighbours, "
+                                f"innermost dimension first routing; α={alpha:.3g} s per hop, "
+                                f"{1 / beta / 1e9:.4g} GB/s per link each way")
+
+
+# each dimension's two ways, innermost dimension first (a 2-D torus: east/west along a row)
+_WAYS = (("east", "west"), ("south", "north"), ("up", "down"))
+
+
+def _check_dims(dims) -> None:
+    if not dims or any(isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 1
+                       for d in dims):
+        raise ValueError(f"torus: dims={dims!r}, must be one or more ints >= 1, the sizes of "
+                         "the dimensions (torus(4, 4, ...), torus(2, 2, 2, ...))")
+
+
+def _packed(route: np.ndarray) -> np.ndarray:
+    """Each row's links first, its -1 padding last (a route's first link is its port)."""
+    order = np.argsort(route < 0, axis=1, kind="stable")
+    return np.take_along_axis(route, order, axis=1)
+
+
+def nodes(n_nodes: int, gpus: int, *, nvlink: tuple[float, float], nic: tuple[float, float],
+          nics: int | None = None, gamma: float = 0.0, name: str = "") -> Topology:
+    """``n_nodes`` nodes of ``gpus`` GPUs (rank = node·gpus + gpu). Inside a node: a switch,
+    (α, β) = ``nvlink``. Between nodes: GPU g sends and receives through its node's NIC
+    g·nics // gpus, (α, β) = ``nic`` per NIC each way, on a non-blocking fabric. ``nics``
+    defaults to one per GPU (a rail-optimised node)."""
+    nics = gpus if nics is None else nics
+    n = n_nodes * gpus
+    (nv_alpha, nv_beta), (nic_alpha, nic_beta) = nvlink, nic
+    names = (tuple(f"gpu{r}->nvswitch" for r in range(n))
+             + tuple(f"nvswitch->gpu{r}" for r in range(n))
+             + tuple(f"node{m}.nic{k}->fabric" for m in range(n_nodes) for k in range(nics))
+             + tuple(f"fabric->node{m}.nic{k}" for m in range(n_nodes) for k in range(nics)))
+    nic_links = 2 * n_nodes * nics
+    alpha = np.concatenate([np.full(2 * n, nv_alpha / 2), np.full(nic_links, nic_alpha / 2)])
+    beta = np.concatenate([np.full(2 * n, float(nv_beta)), np.full(nic_links, float(nic_beta))])
+
+    def routes(src, dst):
+        nic_out = 2 * n + src // gpus * nics + src % gpus * nics // gpus
+        nic_in = 2 * n + n_nodes * nics + dst // gpus * nics + dst % gpus * nics // gpus
+        inside = src // gpus == dst // gpus
+        return np.stack([np.where(inside, src, nic_out), np.where(inside, n + dst, nic_in)],
+                        axis=1)
+
+    return Topology(name or f"{n_nodes} nodes x {gpus} GPUs", n, names, alpha, beta, routes,
+                    gamma, np.arange(n) // gpus, gpus, levels=(n_nodes, gpus),
+                    assumptions=f"{n_nodes} nodes x {gpus} GPUs; in a node a switch at "
+                                f"{1 / nv_beta / 1e9:.4g} GB/s per GPU each way, "
+                                f"α={nv_alpha:.3g} s; {nics} NICs per node at "
+                                f"{1 / nic_beta / 1e9:.4g} GB/s each way, α={nic_alpha:.3g} s, "
+                                "non-blocking fabric")

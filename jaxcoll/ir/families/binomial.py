@@ -1,0 +1,57 @@
+"""Binomial-tree algorithms (MPICH's defaults for small messages): ceil(log2 n) rounds.
+
+In virtual ranks (v = (r - root) % n) the children of v are v + 2^k for every 2^k below v's
+lowest set bit (every 2^k < n for the root), largest first; the subtree of child c = v + 2^k
+is the range c .. c + 2^k - 1. Each round every rank that has the data passes it on, so the
+number of ranks holding it doubles every round.
+
+- broadcast: the data fans out down the tree. It can be pipelined in ``pieces`` chunks (see
+  tree.py), but that does not pay: the root still sends all N bytes to each of its
+  ceil(log2 n) children, one piece a round, so pieces only add rounds. The registry uses 1.
+- reduce: the broadcast reversed, reducing.
+- scatter: the root sends each child its whole subtree's chunks; that child does the same.
+- gather: the scatter reversed: each rank collects its subtree's chunks and sends them up.
+"""
+
+from __future__ import annotations
+
+from jaxcoll.ir.schedules import Schedule, Transfer
+from jaxcoll.ir.families.tree import relabel, rooted_broadcast
+
+
+def children(v: int, n: int) -> list[int]:
+    """v + 2^k for every 2^k below v's lowest set bit (any 2^k for v = 0), largest first."""
+    limit = v & -v if v else 1 << max(n - 1, 0).bit_length()  # children are v + 2^k, 2^k < limit
+    steps = [1 << k for k in range(limit.bit_length() - 1)][::-1]  # 2^k < limit, descending
+    return [v + step for step in steps if v + step < n]
+
+
+def broadcast(n: int, root: int = 0, pieces: int = 1) -> Schedule:
+    """Binomial broadcast from ``root``: ceil(log2 n) rounds when ``pieces`` is 1."""
+    return rooted_broadcast("binomial broadcast", n, root, pieces, children)
+
+
+def reduce(n: int, root: int = 0, pieces: int = 1) -> Schedule:
+    """Binomial reduce into ``root``: the broadcast reversed, reducing."""
+    return broadcast(n, root, pieces).reversed("binomial reduce", reduce=True)
+
+
+def scatter(n: int, root: int = 0) -> Schedule:
+    """Binomial scatter from ``root``: rank r ends with chunk r, in ceil(log2 n) rounds.
+
+    Round j (j = 0, 1, ...) is the step 2^k = 2^(K-1-j): every v that is a multiple of 2^(k+1)
+    sends the chunks of the subtree v + 2^k .. v + 2^(k+1) - 1 to v + 2^k.
+    """
+    real = relabel(n, root)
+    rounds = []
+    for k in reversed(range(max(n - 1, 0).bit_length())):
+        step = 1 << k
+        rounds.append([Transfer(real(v), real(v + step),
+                                [real(u) for u in range(v + step, min(v + 2 * step, n))], False)
+                       for v in range(0, n, 2 * step) if v + step < n])
+    return Schedule.build("binomial scatter", n, n_chunks=n, rounds=rounds)
+
+
+def gather(n: int, root: int = 0) -> Schedule:
+    """Binomial gather into ``root``: the scatter reversed."""
+    return scatter(n, root).reversed("binomial gather", reduce=False)

@@ -1,0 +1,473 @@
+"""Schedules: a collective algorithm as plain data, with no JAX in it.
+
+Every rank holds the same buffer layout: ``n_chunks`` chunks of equal length. A schedule is a
+list of rounds; a round is a set of transfers that happen at the same time (every transfer of a
+round reads the buffers as they were before the round); a transfer moves some chunks from one
+rank to another and either copies them over the receiver's chunks or reduces into them. The
+receiver's chunks are the same ids unless the transfer says ``into`` which (AllToAll moves a
+rank's chunk j into its destination's chunk i). A transfer from a rank to itself is a *local*
+copy or reduce (no link: MSCCL's ``cpy`` and ``re``), of chunks into other chunks.
+
+After the primitive's chunks a rank may hold ``n_scratch`` scratch chunks (ids ``n_chunks``
+on), which start with no data and are promised nothing. The input starts at chunk
+``input_at`` and the result must end at ``output_at`` (each a run of ``n_chunks``): both 0 is
+in place; an *out-of-place* schedule (MSCCL's separate input and output buffers) keeps its
+input in scratch, and its output chunks start with no data.
+
+The ring reduce-scatter is then almost the seed's pseudocode::
+
+    Schedule.build("ring reduce_scatter", n, n_chunks=n, rounds=[
+        [Transfer(r, (r + 1) % n, (r - step - 1) % n, reduce=True) for r in range(n)]
+        for step in range(n - 1)])
+
+Schedules concatenate with ``+`` (ring allreduce = ring reduce_scatter + ring allgather).
+
+Where every rank does the same thing moved by its rank, a round stores only rank 0's transfers
+and a :class:`Symmetry` (one rank's program plus its symmetry), so a 4096-rank ring is 8190
+one-transfer rounds, not 33 million transfers; the registered ring is written that way::
+
+    ring = Symmetry("rotate", n, modulus=n)  # rank r: rank 0's transfers moved r ranks on
+    Schedule.build("ring reduce_scatter", n, n_chunks=n, rounds=[
+        Round([Transfer(0, 1, (-step - 1) % n, reduce=True)], ring) for step in range(n - 1)])
+
+``round_.transfers`` (and printing, drawing) write every rank's out; ``cost``, ``simulate``,
+``verify`` and the executor's plan read the compact form (``Schedule.explicit()`` is the same
+schedule written out, which they treat alike).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from functools import lru_cache
+from typing import Iterable
+
+from math import gcd
+
+import numpy as np
+
+from jaxcoll.ir.records import RECORDS
+
+
+class ScheduleError(ValueError):
+    """A schedule that cannot run, or does not do what its primitive promises."""
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
+@dataclass(frozen=True)
+class Transfer:
+    """``src`` sends its chunks ``chunks`` to ``dst``, which copies or reduces them into its
+    chunks ``into`` (by default the same ids)."""
+
+    src: int
+    dst: int
+    chunks: tuple[int, ...]
+    reduce: bool
+    into: tuple[int, ...]
+
+    def __init__(self, src: int, dst: int, chunks: int | Iterable[int], reduce: bool,
+                 into: int | Iterable[int] | None = None):
+        chunks = _ids(chunks)
+        into = chunks if into is None else _ids(into)
+        if not (type(src) is int and type(dst) is int and 0 <= src and 0 <= dst  # the usual
+                and chunks and len(into) == len(chunks) and min(chunks) >= 0
+                and min(into) >= 0 and (len(into) == 1 or len(set(into)) == len(into))
+                and (src != dst or all(c != i for c, i in zip(chunks, into)))):
+            _check_transfer(src, dst, chunks, into)  # says what is wrong, or takes numpy ints
+        object.__setattr__(self, "src", int(src))
+        object.__setattr__(self, "dst", int(dst))
+        object.__setattr__(self, "chunks", chunks)
+        object.__setattr__(self, "reduce", bool(reduce))
+        object.__setattr__(self, "into", into)
+
+    def __str__(self) -> str:
+        moved = f"[{','.join(map(str, self.chunks))}]"
+        if self.into != self.chunks:
+            moved += f">[{','.join(map(str, self.into))}]"
+        return f"{self.src}->{self.dst} {moved}{'+' if self.reduce else '='}"
+
+
+def _check_transfer(src, dst, chunks: tuple, into: tuple) -> None:
+    """Raise ScheduleError saying what is wrong with a transfer (nothing: it is fine)."""
+    where = f"Transfer({src!r}, {dst!r}, {chunks}, into={into})"
+    if not (_is_int(src) and _is_int(dst)):
+        raise ScheduleError(f"{where}: src and dst must be ranks (ints)")
+    if len(into) != len(chunks):
+        raise ScheduleError(f"{where}: chunks and into differ in length")
+    if not chunks:
+        raise ScheduleError(f"{where}: moves no chunk")
+    if len(set(into)) < len(into):  # one write per chunk: the executor scatters them
+        raise ScheduleError(f"{where}: writes a chunk twice (into names it twice); two "
+                            "transfers can each reduce into it")
+    if src == dst and any(c == i for c, i in zip(chunks, into)):
+        raise ScheduleError(f"{where}: a local transfer (src == dst) moves a chunk onto itself")
+    if min(src, dst) < 0 or min(chunks + into) < 0:
+        raise ScheduleError(f"{where}: ranks and chunk ids must be >= 0")
+
+
+def _ids(chunks: int | Iterable[int]) -> tuple[int, ...]:
+    """Chunk ids as a tuple of ints (a tuple of ints itself, shared: not copied)."""
+    kind = type(chunks)
+    if kind is int:
+        return (chunks,)
+    if (kind is tuple or kind is list) and all(type(c) is int for c in chunks):
+        return chunks if kind is tuple else tuple(chunks)
+    if _is_int(chunks):
+        return (int(chunks),)
+    chunks = tuple(chunks) if hasattr(chunks, "__iter__") else (chunks,)
+    if not all(map(_is_int, chunks)):
+        raise ScheduleError(f"chunk ids must be ints, not {chunks}")
+    return tuple(map(int, chunks))
+
+
+@dataclass(frozen=True)
+class Symmetry:
+    """How every rank's part of a round follows from rank 0's (one rank's program plus its
+    symmetry): rank 0's transfer 0 -> d of chunks C into I is, at rank r, the transfer
+    r -> ``rank(d, r)`` of chunks ``chunk(C, r)`` into ``chunk(I, r)``.
+
+    - "rotate" (rings, pairwise, Bruck): ``rank(x, r) = (x + r) mod n``; ``chunk(c, r)`` moves
+      c by ``stride·r`` within its block of ``modulus`` chunks (a ring's ``(c + r) mod n``).
+    - "xor" (recursive doubling and halving; n a power of two): ``rank(x, r) = x ^ r``;
+      ``chunk(c, r) = c ^ (r & mask)`` (mask 0: every rank moves the same chunk ids).
+    - "mirror" (Swing; n even): even ranks as "rotate", odd ones mirrored:
+      ``rank(x, r) = (r - x) mod n`` and ``chunk(c, r)`` moves ``-c`` by ``stride·r`` (in its
+      block): the even ranks' partner r + d is the odd ones' r - d.
+    """
+
+    kind: str
+    n_ranks: int
+    stride: int = 1
+    modulus: int = 0
+    mask: int = 0
+
+    def __post_init__(self):
+        where = f"Symmetry({self.kind!r}, {self.n_ranks}, stride={self.stride}, " \
+                f"modulus={self.modulus}, mask={self.mask})"
+        if self.kind not in ("rotate", "xor", "mirror"):
+            raise ScheduleError(f"{where}: kind must be 'rotate', 'xor' or 'mirror'")
+        if not all(_is_int(v) for v in (self.n_ranks, self.stride, self.modulus, self.mask)):
+            raise ScheduleError(f"{where}: n_ranks, stride, modulus and mask must be ints")
+        if self.n_ranks < 1:
+            raise ScheduleError(f"{where}: n_ranks must be >= 1")
+        if self.kind == "xor":
+            if self.n_ranks & (self.n_ranks - 1):
+                raise ScheduleError(f"{where}: 'xor' needs a power of two ranks")
+            if self.mask < 0:
+                raise ScheduleError(f"{where}: 'xor' needs a mask >= 0")
+            return
+        if self.kind == "mirror" and self.n_ranks % 2:
+            raise ScheduleError(f"{where}: 'mirror' needs an even number of ranks")
+        if self.modulus < 1:
+            raise ScheduleError(f"{where}: {self.kind!r} needs a modulus >= 1")
+        # Rank r's chunk move is r strides; n ranks on is rank r again, so n strides must go
+        # once round the block: only then do two ranks' moves compose as the ranks do, which
+        # the executor (rank 0's ids moved by the rank) and verify's one-rank view rely on.
+        if self.stride * self.n_ranks % self.modulus:
+            raise ScheduleError(f"{where}: the stride does not close its cycle: "
+                                f"{self.n_ranks} ranks x stride {self.stride} is not a multiple "
+                                f"of the modulus {self.modulus}")
+
+    def sign(self, r):
+        """-1 where rank r mirrors rank 0's program ("mirror": odd r), else 1."""
+        return 1 - 2 * (r % 2) if self.kind == "mirror" else 1
+
+    def rank(self, x, r):
+        """Where rank 0's partner x is seen from rank r (ints or numpy arrays)."""
+        if self.kind == "xor":
+            return x ^ r
+        return (self.sign(r) * x + r) % self.n_ranks
+
+    def chunk(self, c, r):
+        """Rank 0's chunk id c as rank r moves it (ints or numpy arrays)."""
+        if self.kind == "xor":
+            return c ^ (r & self.mask)
+        m = self.modulus
+        return c - c % m + (self.sign(r) * (c % m) + self.stride * r) % m
+
+    def sender(self, d: int) -> int:
+        """The rank whose copy of rank 0's transfer to ``d`` arrives at rank 0."""
+        if self.kind == "xor" or self.kind == "mirror" and d % 2:
+            return d
+        return (-d) % self.n_ranks
+
+    def partners(self, dst: int) -> tuple[np.ndarray, np.ndarray]:
+        """(n,) every rank r and (n,) where its copy of rank 0's transfer to ``dst`` goes."""
+        ranks = np.arange(self.n_ranks)
+        return ranks, self.rank(np.full_like(ranks, dst), ranks)
+
+    def pairs(self, dst: int) -> tuple[tuple[int, int], ...]:
+        """``partners(dst)`` as (rank, partner) pairs, a ppermute's (one shared tuple per
+        symmetry and dst: equal rounds compare as the same object)."""
+        return _pairs(self, dst)
+
+    def at(self, t: Transfer, r: int) -> Transfer:
+        """Rank 0's transfer ``t`` as rank r makes it."""
+        return Transfer(self.rank(t.src, r), self.rank(t.dst, r),
+                        [self.chunk(c, r) for c in t.chunks], t.reduce,
+                        into=[self.chunk(c, r) for c in t.into])
+
+
+@dataclass(frozen=True)
+class Round:
+    """Transfers that happen at the same time; each reads the state before the round.
+
+    With a ``symmetry``, ``base`` holds rank 0's transfers only and every rank r makes
+    ``symmetry.at(t, r)`` of each (expanded only when :attr:`transfers` is asked for)."""
+
+    base: tuple[Transfer, ...]
+    symmetry: Symmetry | None = None
+
+    def __init__(self, transfers: Iterable[Transfer], symmetry: Symmetry | None = None):
+        transfers = tuple(transfers)
+        if not all(isinstance(t, Transfer) for t in transfers):
+            raise ScheduleError("Round: every transfer must be a Transfer, not "
+                                f"{[t for t in transfers if not isinstance(t, Transfer)][:1]}")
+        if symmetry is not None and not isinstance(symmetry, Symmetry):
+            raise ScheduleError(f"Round: symmetry={symmetry!r} must be a Symmetry or None")
+        if symmetry is not None and any(t.src != 0 for t in transfers):
+            raise ScheduleError("Round: a symmetric round is given by rank 0's transfers only, "
+                                f"not {[str(t) for t in transfers if t.src != 0]}")
+        object.__setattr__(self, "base", transfers)
+        object.__setattr__(self, "symmetry", symmetry)
+
+    @property
+    def transfers(self) -> tuple[Transfer, ...]:
+        """Every rank's transfers: rank 0's copied to every rank, base transfer by base
+        transfer, where the round is symmetric."""
+        if self.symmetry is None:
+            return self.base
+        return tuple(self.symmetry.at(t, r) for t in self.base
+                     for r in range(self.symmetry.n_ranks))
+
+    def __iter__(self):
+        return iter(self.transfers)
+
+    def __len__(self) -> int:
+        return len(self.base) * (self.symmetry.n_ranks if self.symmetry else 1)
+
+    def extent(self) -> tuple[int, int]:
+        """(largest rank, largest chunk id) any rank's transfer of the round names (computed
+        once per round, which the schedules made from it share; none is negative)."""
+        cached = self.__dict__.get("_extent")
+        if cached is None:
+            cached = (max((max(t.src, t.dst) for t in self.base), default=0),
+                      max((_largest(self.symmetry, t.chunks + t.into) for t in self.base),
+                          default=0))
+            object.__setattr__(self, "_extent", cached)
+        return cached
+
+    def out_of_range(self, n_ranks: int, n_chunks: int) -> str:
+        """What is wrong with the round's first transfer outside ``n_ranks`` ranks and
+        ``n_chunks`` chunks (at which rank, for a symmetric round), for an error."""
+        ranks = [0] if self.symmetry is None else range(self.symmetry.n_ranks)
+        for t in self.base:
+            for r in ranks:
+                at = t if self.symmetry is None else self.symmetry.at(t, r)
+                where = f"transfer {at}" + ("" if self.symmetry is None else
+                                            f" (rank 0's {t} made at rank {r})")
+                bad_rank = next((x for x in (at.src, at.dst) if not 0 <= x < n_ranks), None)
+                bad_id = next((c for c in at.chunks + at.into if not 0 <= c < n_chunks), None)
+                if bad_rank is not None:
+                    return f"{where} names rank {bad_rank}"
+                if bad_id is not None:
+                    return f"{where} names chunk {bad_id}"
+        return "in range"
+
+    def __str__(self) -> str:
+        return "  ".join(str(t) for t in self.transfers)
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """An algorithm on ``n_ranks`` ranks whose buffers hold ``n_chunks`` chunks each (and
+    ``n_scratch`` scratch chunks after them; the input at ``input_at``, the result at
+    ``output_at``: the module docstring).
+
+    ``primitive`` and ``root`` say what it promises (see :func:`jaxcoll.verify`); schedules
+    from :func:`jaxcoll.schedule` carry them, building blocks and hand-made ones may not.
+    """
+
+    name: str
+    n_ranks: int
+    n_chunks: int
+    rounds: tuple[Round, ...]
+    primitive: str = ""
+    root: int = 0
+    n_scratch: int = 0
+    input_at: int = 0
+    output_at: int = 0
+
+    @property
+    def buffer_chunks(self) -> int:
+        """Every chunk a rank holds: the primitive's and the scratch chunks."""
+        return self.n_chunks + self.n_scratch
+
+    @property
+    def in_place(self) -> bool:
+        """True if the input starts where the result ends, in the primitive's chunks."""
+        return self.input_at == self.output_at == 0
+
+    def __post_init__(self):
+        # rounds given as plain sequences of transfers become Rounds
+        if not all(isinstance(r, Round) for r in self.rounds):
+            object.__setattr__(self, "rounds", tuple(
+                r if isinstance(r, Round) else Round(r) for r in self.rounds))
+        self.check_indices()
+
+    @classmethod
+    def build(cls, name: str, n_ranks: int, *, n_chunks: int,
+              rounds: Iterable[Iterable[Transfer]]) -> "Schedule":
+        """Make a schedule from nested iterables of transfers (checked as every schedule is)."""
+        return cls(name, n_ranks, n_chunks, tuple(rounds))
+
+    def check_indices(self) -> None:
+        """Raise ScheduleError (naming the round, transfer, rank and chunk) if a transfer names
+        a rank or chunk outside the schedule, sends to its own rank or moves no chunk, at any
+        rank (a symmetric round's at every rank it makes), if a round's symmetry is for
+        another rank count, or if the primitive, root or chunk count is not one the schedule
+        can serve. Every schedule is checked when it is made."""
+        if not (_is_int(self.n_ranks) and _is_int(self.n_chunks)
+                and self.n_ranks >= 1 and self.n_chunks >= 1):
+            raise ScheduleError(f"{self.name}: n_ranks={self.n_ranks!r} and "
+                                f"n_chunks={self.n_chunks!r} must both be ints >= 1")
+        if self.primitive:
+            record = RECORDS.get(self.primitive)
+            if record is None:
+                raise ScheduleError(f"{self.name}: unknown primitive {self.primitive!r}, must "
+                                    f"be one of {sorted(RECORDS)} (or '' for none)")
+            blocks = record.rows("schedule_blocks", self.n_ranks)
+            if self.n_chunks % blocks:
+                raise ScheduleError(f"{self.name}: {self.primitive} on {self.n_ranks} ranks "
+                                    f"runs on {blocks} blocks, which do not divide "
+                                    f"n_chunks={self.n_chunks}")
+        if not (_is_int(self.root) and 0 <= self.root < self.n_ranks):
+            raise ScheduleError(f"{self.name}: root={self.root!r} must be a rank, "
+                                f"0..{self.n_ranks - 1}")
+        if not (_is_int(self.n_scratch) and self.n_scratch >= 0):
+            raise ScheduleError(f"{self.name}: n_scratch={self.n_scratch!r} must be an int >= 0")
+        for arg in ("input_at", "output_at"):
+            at = getattr(self, arg)
+            if not (_is_int(at) and 0 <= at <= self.n_scratch and (at == 0 or at >= self.n_chunks)):
+                raise ScheduleError(f"{self.name}: {arg}={at!r} must be 0 (the primitive's "
+                                    f"chunks) or a run of {self.n_chunks} scratch chunks, "
+                                    f"{self.n_chunks}..{self.n_scratch}")
+        for index, round_ in enumerate(self.rounds):
+            symmetry = round_.symmetry
+            if symmetry is not None and symmetry.n_ranks != self.n_ranks:
+                raise ScheduleError(f"{self.name}: round {index}'s symmetry is for "
+                                    f"{symmetry.n_ranks} ranks, the schedule has {self.n_ranks}")
+            top_rank, top_id = round_.extent()
+            if top_rank >= self.n_ranks or top_id >= self.buffer_chunks:
+                raise ScheduleError(f"{self.name}: round {index}: "
+                                    f"{round_.out_of_range(self.n_ranks, self.buffer_chunks)} "
+                                    f"(ranks 0..{self.n_ranks - 1}, chunks "
+                                    f"0..{self.buffer_chunks - 1})")
+
+    def explicit(self) -> "Schedule":
+        """The same schedule with every round's transfers written out (no symmetry)."""
+        return replace(self, rounds=tuple(Round(r.transfers) for r in self.rounds))
+
+    def __add__(self, other: "Schedule") -> "Schedule":
+        layout = ("n_ranks", "n_chunks", "n_scratch")
+        if any(getattr(self, f) != getattr(other, f) for f in layout) or not (
+                self.in_place and other.in_place):
+            raise ScheduleError(f"cannot concatenate {self!r} and {other!r}: they need the same "
+                                "n_ranks, n_chunks and n_scratch, and to run in place")
+        return Schedule(f"{self.name} + {other.name}", self.n_ranks, self.n_chunks,
+                        self.rounds + other.rounds, n_scratch=self.n_scratch)
+
+    def reversed(self, name: str, *, reduce: bool) -> "Schedule":
+        """The schedule run backwards: rounds in reverse order, every transfer turned around.
+
+        Data that fanned out from a root now flows into it: a broadcast reversed with
+        ``reduce=True`` is a reduce, a scatter reversed with ``reduce=False`` is a gather.
+        """
+        def back(t: Transfer) -> Transfer:
+            return Transfer(t.dst, t.src, t.into, reduce, into=t.chunks)
+
+        rounds = []
+        for r in reversed(self.rounds):
+            if r.symmetry is None:
+                rounds.append(Round(map(back, r.base)))
+            else:  # rank 0's transfer 0 -> d turned around is d's: seen from rank 0, sender(d)'s
+                rounds.append(Round([r.symmetry.at(back(t), r.symmetry.sender(t.dst))
+                                     for t in r.base], r.symmetry))
+        return Schedule(name, self.n_ranks, self.n_chunks, tuple(rounds),
+                        n_scratch=self.n_scratch, input_at=self.output_at,
+                        output_at=self.input_at)
+
+    @property
+    def n_rounds(self) -> int:
+        return len(self.rounds)
+
+    def __hash__(self) -> int:  # computed once: a primitive's parameter is hashed at every bind
+        cached = self.__dict__.get("_hash")
+        if cached is None:
+            cached = hash((self.name, self.n_ranks, self.n_chunks, self.rounds, self.primitive,
+                           self.root, self.n_scratch, self.input_at, self.output_at))
+            object.__setattr__(self, "_hash", cached)
+        return cached
+
+    def __str__(self) -> str:
+        moves = any(t.into != t.chunks for r in self.rounds for t in r)
+        into = ">[into]" if moves else ""
+        scratch = f" (+{self.n_scratch} scratch)" if self.n_scratch else ""
+        placed = "" if self.in_place else (f", input at chunk {self.input_at}, output at "
+                                           f"{self.output_at}")
+        header = (f"{self.name}: {self.n_ranks} ranks, {self.n_chunks} chunks{scratch}{placed}, "
+                  f"{self.n_rounds} rounds   (src->dst [chunks]{into}, '+' reduce, '=' copy)")
+        width = len(str(max(self.n_rounds - 1, 0)))
+        lines = [header] + [f"  round {i:>{width}} | {r}" for i, r in enumerate(self.rounds)]
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return (f"Schedule({self.name!r}, n_ranks={self.n_ranks}, n_chunks={self.n_chunks}, "
+                f"n_rounds={self.n_rounds})")
+
+
+@lru_cache(maxsize=4096)
+def _pairs(symmetry: Symmetry, dst: int) -> tuple[tuple[int, int], ...]:
+    return tuple(zip(*(side.tolist() for side in symmetry.partners(dst))))
+
+
+def rotating(rounds: Iterable[Iterable[Transfer]], n: int, stride: int = 1) -> list[Round]:
+    """Rank 0's rounds made every rank's: rank r's transfers are rank 0's moved r ranks on and
+    their chunk ids ``stride·r`` on (mod ``stride·n``, within each block of as many)."""
+    symmetry = Symmetry("rotate", n, stride=stride, modulus=stride * n)
+    return [Round(transfers, symmetry) for transfers in rounds]
+
+
+def _largest(symmetry: Symmetry | None, ids: tuple[int, ...]) -> int:
+    """The largest chunk id any rank moves where rank 0 moves ``ids`` (exactly)."""
+    if symmetry is None or symmetry.n_ranks == 1:
+        return max(ids)
+    if symmetry.kind == "xor":  # c ^ x over every x under the mask: at most c | mask
+        return max(c | (symmetry.mask & (symmetry.n_ranks - 1)) for c in ids)
+    if symmetry.kind == "mirror":  # few rounds (Swing's): every rank's ids, as they are
+        return int(symmetry.chunk(np.array(ids)[:, None], np.arange(symmetry.n_ranks)).max())
+    # rank r moves c % m by stride·r: as r goes round, by every multiple of g = gcd(stride, m)
+    # (n strides close the cycle), so the largest is the top of c's block with c's residue mod g
+    m = symmetry.modulus
+    g = gcd(symmetry.stride % m, m) or m
+    return max(c - c % m + m - g + c % m % g for c in ids)
+
+
+def split_round(round_: Round) -> list[list[Transfer]]:
+    """Split a round into matchings (greedy, in transfer order): each transfer joins the first
+    group of its kind (chunk count, copy or reduce) whose ranks it doesn't meet."""
+    groups: list[tuple[list[Transfer], set, set]] = []  # transfers, senders, receivers
+    for t in round_:
+        for group, senders, receivers in groups:
+            same_kind = (len(group[0].chunks), group[0].reduce) == (len(t.chunks), t.reduce)
+            if same_kind and t.src not in senders and t.dst not in receivers:
+                break
+        else:
+            group, senders, receivers = [], set(), set()
+            groups.append((group, senders, receivers))
+        group.append(t)
+        senders.add(t.src)
+        receivers.add(t.dst)
+    return [group for group, _, _ in groups]

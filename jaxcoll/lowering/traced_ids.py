@@ -1,0 +1,84 @@
+"""The plan's tables read on one rank, traced: both executors (execute.py, pallas_kernel.py)
+read chunk ids, masks and the NaN order through here, so they run the same program."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from jaxcoll.lowering.ids import Ids
+
+Combine = Callable[[jnp.ndarray, jnp.ndarray], jnp.ndarray]
+
+
+def _row(table: np.ndarray, step, me):
+    """``table[step, me]`` for a constant (n_steps, n_ranks, ...) table; ``step`` may be traced."""
+    if table.shape[0] == 1:
+        return lax.dynamic_index_in_dim(jnp.asarray(table[0]), me, 0, keepdims=False)
+    at_step = lax.dynamic_index_in_dim(jnp.asarray(table), step, 0, keepdims=False)
+    return lax.dynamic_index_in_dim(at_step, me, 0, keepdims=False)
+
+
+def ids_at(ids: Ids, step, me):
+    """This rank's chunk ids at ``step`` (traced or not), computed from their compact form."""
+    def at_step(array):  # array[step]
+        if array.shape[0] == 1:
+            return jnp.asarray(array[0])
+        return lax.dynamic_index_in_dim(jnp.asarray(array), step, 0, keepdims=False)
+
+    if ids.kind == "affine" and not (ids.arrays[1].any() or ids.arrays[3].any()):
+        base, _, offset, _ = ids.arrays  # every rank's ids alike: a constant row per step
+        rows = offset + base % ids.modulus  # (n_steps, n_moved)
+        row = rows[0] if rows.shape[0] == 1 else at_step(rows)  # numpy: constants
+    elif ids.kind == "affine":
+        base, stride, offset, per_step = map(at_step, ids.arrays)
+        row = offset + (base + per_step * step + stride * me) % ids.modulus
+    elif ids.kind == "xor":
+        row = at_step(ids.arrays[0]) ^ (me & ids.mask)
+    elif ids.kind == "mirror":  # odd ranks negate the base
+        base, stride, offset = map(at_step, ids.arrays)
+        row = offset + (jnp.where(me % 2 == 1, -base, base) + stride * me) % ids.modulus
+    elif ids.kind == "rows":  # the taking-part ranks' rows; everyone else the default
+        ranks, rows, default = ids.arrays
+        if len(ranks) == 1:  # one rank's row, the default elsewhere
+            mine, others = at_step(rows)[0], at_step(default)  # (kept,) each
+            return _first_only(ids, lax.select(jnp.broadcast_to(me == ranks[0], others.shape),
+                                               mine, others))
+        hit = jnp.asarray(ranks) == me  # (n taking part,)
+        mine = at_step(rows)[jnp.argmax(hit)]
+        row = jnp.where(hit.any(), mine, at_step(default))
+    else:
+        row = _row(ids.arrays[0], step, me)
+    return _first_only(ids, row)
+
+
+def _first_only(ids: Ids, row):
+    """The run c, c+1, ... where ``ids`` keep only its first id c; else ``row`` itself."""
+    if ids.first_only and ids.n_moved > 1:  # an iota, not a constant of n_moved ids
+        return row[0] + jnp.arange(ids.n_moved, dtype=row.dtype)
+    return row
+
+
+def flag(mask: Ids, me):
+    """This rank's entry of a per-rank mask (one step, one id) as a bool."""
+    if (mask.kind == "rows" and len(mask.arrays[0]) == 1 and mask.arrays[1].all()
+            and not mask.arrays[2].any()):
+        return me == mask.arrays[0][0]  # one rank's flag
+    return ids_at(mask, 0, me)[0] != 0
+
+
+def reduced(combine: Combine, old, got, sender_is_lower=None):
+    """``combine(old, got)``; where partners reduce into each other (``sender_is_lower`` given:
+    True where this rank's sender is the lower rank), the lower rank's NaN kept, so both
+    compute the same bits (which NaN ``combine`` returns depends on operand order, which the
+    compiler may change)."""
+    out = combine(old, got)
+    if sender_is_lower is None or not jnp.issubdtype(out.dtype, jnp.inexact):
+        return out
+    lower = jnp.where(sender_is_lower, got, old)
+    higher = jnp.where(sender_is_lower, old, got)
+    nan = jnp.where(jnp.isnan(lower), lower, jnp.where(jnp.isnan(higher), higher, out))
+    return jnp.where(jnp.isnan(out), nan, out)
