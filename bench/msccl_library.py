@@ -39,7 +39,7 @@ def main(argv=None) -> int:
     import jaxcoll
     from jaxcoll.ir import msccl
     from jaxcoll.analysis import systems
-    from jaxcoll.tools.bench import format_size
+    from jaxcoll.tools.console import format_size
     from jaxcoll.analysis.model import ranking
     from jaxcoll.ir.schedules import ScheduleError
     from jaxcoll.analysis.synthesize import PRIMITIVES, synthesize

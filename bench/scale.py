@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from jaxcoll.tools.bench import parse_size
+from jaxcoll.tools.console import parse_size
 from jaxcoll.ir.families import SCHEDULES, build_schedule
 from jaxcoll.analysis.model import bounds, schedule_for
 from jaxcoll.analysis.systems import dgx

@@ -4,7 +4,7 @@
 
 For allgather, reduce_scatter and allreduce at 64 KiB and 64 MiB per rank, on a switch of 8,
 a ring of 8, a 4x4 torus, and 2x4 and 4x8 nodes with one NIC per GPU (rail-optimised):
-``jaxcoll.analysis.synthesize`` (``--candidates`` policies searched; ``--large-candidates`` on the
+``jaxcoll.synthesize`` (``--candidates`` policies searched; ``--large-candidates`` on the
 32 ranks), the best registered algorithm (``ranking`` on the topology, ``hierarchical``
 included on nodes and tori) and the lower bound (``bounds``), all priced by ``simulate``. Prints the
 bench/MODEL.md table (markdown) and the seconds it took. No JAX: the search is numpy only.

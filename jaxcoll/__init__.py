@@ -1,23 +1,53 @@
-"""jaxcoll: collective communication algorithms written with nothing but ``lax.ppermute``."""
+"""jaxcoll: collective communication algorithms written with nothing but ``lax.ppermute``.
 
-from jaxcoll.collectives import (BUCKET_BYTES, OPS, algorithms, allgather, allreduce,
-                          allreduce_with_feedback, alltoall,
-                          broadcast, gather, reduce, reduce_scatter, ring_allgather, ring_allreduce,
-                          ring_reduce_scatter, schedule, scatter, tree_allreduce, tree_broadcast)
+The package in layers, each importing only those before it (tests/test_layers.py holds them to
+it): ``ir`` (schedules and what they must do), ``analysis`` (their costs on paper, no JAX),
+``lowering`` (schedules run as JAX programs), the public API here at the top (``collectives``,
+``lax``, ``ragged``, ``overlap``), ``tools`` (what measures, checks, draws and runs commands).
+This module gathers the public names.
+"""
+
 from jaxcoll import lax  # lax's collectives by lax's names: `from jaxcoll import lax`
-from jaxcoll.ir import msccl  # MSCCL's XML algorithms in and out
-from jaxcoll.lowering.pallas_kernel import Pallas  # executor=Pallas(interpret=...): the second executor
-from jaxcoll.overlap import allgather_fold, allgather_matmul, matmul_reduce_scatter, reduce_scatter_from
 from jaxcoll.analysis.compression import Compress
-from jaxcoll.analysis.model import (Bounds, Calibration, Cost, bounds, calibration, choose, cost, explain,
-                    set_calibration)
-from jaxcoll.tools.pictures import draw
-from jaxcoll.ragged import ragged_alltoall
+from jaxcoll.analysis.model import Bounds, Calibration, Cost, bounds, choose, cost, explain
+from jaxcoll.analysis.synthesize import Synthesis, synthesize
+from jaxcoll.analysis.topology import Simulation, Topology, simulate
+from jaxcoll.collectives import (
+                          BUCKET_BYTES,
+                          OPS,
+                          algorithms,
+                          allgather,
+                          allreduce,
+                          allreduce_with_feedback,
+                          alltoall,
+                          broadcast,
+                          gather,
+                          reduce,
+                          reduce_scatter,
+                          ring_allgather,
+                          ring_allreduce,
+                          ring_reduce_scatter,
+                          scatter,
+                          schedule,
+                          tree_allreduce,
+                          tree_broadcast,
+)
+from jaxcoll.ir import msccl  # MSCCL's XML algorithms in and out
 from jaxcoll.ir.schedules import Round, Schedule, Symmetry, Transfer
 from jaxcoll.ir.symbolic import ScheduleError, verify
-from jaxcoll.analysis.synthesize import Synthesis, synthesize
+from jaxcoll.lowering.pallas_kernel import (
+                          Pallas,  # executor=Pallas(interpret=...): the second executor
+)
+from jaxcoll.overlap import (
+                          allgather_fold,
+                          allgather_matmul,
+                          matmul_reduce_scatter,
+                          reduce_scatter_from,
+)
+from jaxcoll.ragged import ragged_alltoall
+from jaxcoll.tools.auto import calibration, set_calibration  # and installs auto's policy
+from jaxcoll.tools.pictures import draw
 from jaxcoll.tools.timing import calibrate
-from jaxcoll.analysis.topology import Simulation, Topology, simulate
 
 __version__ = "0.1.0"
 

@@ -9,7 +9,7 @@ leaves of one dtype side by side, in tree order, one collective per bucket; a le
 a bucket gets a bucket of its own (leaves are never split, as in DDP and Horovod).
 
 Each bucket is one JAX primitive (primitives.py) on a (rows, width) buffer, each leaf laid out
-by its ``records.Layout``:
+by its ``layout.Layout``:
 
 - allreduce, broadcast, reduce: the whole flattened ``x`` is one row, (1, size).
 - reduce_scatter, scatter, alltoall: ``x`` cut into n blocks along ``dim``, block i in row i,
@@ -36,19 +36,29 @@ import numpy as np
 from jax import lax
 from jax.sharding import PartitionSpec as P
 
-from jaxcoll.lowering import references
-from jaxcoll.lowering._checks import (alltoall_dims, array_leaves, axis_size, check_choice, check_groups,
-                      check_op_dtype, check_root, check_two_level_axis, gather_dim, scatter_dim)
-from jaxcoll.lowering import _compat
-from jaxcoll.ir.families import SCHEDULES, build_schedule, two_level
-from jaxcoll.lowering.execute import in_sequence
 from jaxcoll.analysis.compression import Compress, compress_arg
 from jaxcoll.analysis.model import choose, pieces_for
-from jaxcoll.lowering.pallas_kernel import as_executor
-from jaxcoll.lowering.primitives import collective
-from jaxcoll.ir.records import RECORDS, Layout
+from jaxcoll.ir.families import SCHEDULES, build_schedule, two_level
+from jaxcoll.ir.records import RECORDS
 from jaxcoll.ir.schedules import Schedule
 from jaxcoll.ir.symbolic import ScheduleError, verify
+from jaxcoll.lowering import _compat, references
+from jaxcoll.lowering._checks import (
+    alltoall_dims,
+    array_leaves,
+    axis_size,
+    check_choice,
+    check_groups,
+    check_op_dtype,
+    check_root,
+    check_two_level_axis,
+    gather_dim,
+    scatter_dim,
+)
+from jaxcoll.lowering.execute import in_sequence
+from jaxcoll.lowering.layout import Layout
+from jaxcoll.lowering.pallas_kernel import as_executor
+from jaxcoll.lowering.primitives import collective
 
 OPS = ("sum", "mean", "max", "min")
 BUCKET_BYTES = 25 * 2**20  # PyTorch DDP's default bucket_cap_mb
@@ -125,7 +135,7 @@ def _arguments(primitive: str, x, axis, algorithm, bucket_bytes, *, op=_TAKES_NO
     n = axis_size(fn, axis)
     if two_level(primitive, algorithm):
         check_two_level_axis(fn, algorithm, axis)
-    groups = check_groups(fn, groups, n, uneven=fn == "allreduce")
+    groups = check_groups(fn, groups, n, uneven=RECORDS[primitive].uneven_groups)
     if groups and two_level(primitive, algorithm):
         raise ValueError(f"jaxcoll.{fn}: algorithm={algorithm!r} runs on the levels of a tuple "
                          "axis and takes no axis_index_groups; pass another algorithm")
@@ -147,7 +157,7 @@ def _arguments(primitive: str, x, axis, algorithm, bucket_bytes, *, op=_TAKES_NO
     leaves, treedef = array_leaves(fn, x)
     if op is not _TAKES_NONE:
         for leaf in leaves:
-            check_op_dtype(fn, op, leaf.dtype)
+            check_op_dtype(fn, primitive, op, leaf.dtype)
     return algorithm, n, root, leaves, treedef, groups
 
 
@@ -252,7 +262,7 @@ def _packed(leaves: list, layouts: list[Layout], run: Callable, bucket_bytes: in
     """Run one collective per bucket (``bucket_plan`` of each dtype's leaves) on its leaves
     packed side by side.
 
-    Each leaf is a (rows, width) matrix by its layout (records.Layout), equal ``rows`` for
+    Each leaf is a (rows, width) matrix by its layout (layout.Layout), equal ``rows`` for
     every leaf; a bucket's matrices are concatenated along the width into one buffer and
     ``run(buffer)`` maps it to a (rows', bucket width) result whose columns are split back
     into result leaves. A bucket of one leaf is given to ``run(leaf, layout)`` as it is
@@ -456,7 +466,8 @@ def _result_spec(primitive: str, spec: tuple, shape, n: int, kwargs: dict) -> li
 def allreduce(x, axis, *, op: str = "sum", algorithm: str = "auto",
               bucket_bytes: int | None = BUCKET_BYTES, accum_dtype=None, compress=None,
               axis_index_groups=None, executor="xla"):
-    """Every rank gets ``op`` of ``x`` over ``axis`` (like ``lax.psum``/``pmax``/``pmin``/``pmean``).
+    """Every rank gets ``op`` of ``x`` over ``axis`` (like ``lax.psum``/``pmax``/``pmin``/
+    ``pmean``).
 
     ``compress`` (``"bf16"``, ``"fp8"``, ``"int8"`` or a :class:`Compress`): transfers carry
     quantized blocks, sums stay float32; error bound in compression.py (``two_shot``: each

@@ -2,11 +2,11 @@
 
 ``from jaxcoll import lax`` in place of ``from jax import lax`` runs code written against
 ``jax.lax`` unchanged: ``psum``, ``pmean``, ``pmax``, ``pmin``, ``all_gather``,
-``psum_scatter``, ``all_to_all``, ``ragged_all_to_all`` and ``pbroadcast`` take lax's arguments (``axis_index_groups``
-included) plus a keyword-only ``algorithm=`` (default ``"auto"``; ``"xla"`` is the built-in
-itself) and, but for ``ragged_all_to_all``, ``executor=`` (``"xla"`` or ``"pallas"``); every
-other name (``ppermute``, ``axis_index``, ``dot_general``, ...) is
-``jax.lax``'s own.
+``psum_scatter``, ``all_to_all``, ``ragged_all_to_all`` and ``pbroadcast`` take lax's
+arguments (``axis_index_groups`` included) plus a keyword-only ``algorithm=`` (default
+``"auto"``; ``"xla"`` is the built-in itself) and, but for ``ragged_all_to_all``,
+``executor=`` (``"xla"`` or ``"pallas"``); every other name (``ppermute``, ``axis_index``,
+``dot_general``, ...) is ``jax.lax``'s own.
 """
 
 from __future__ import annotations

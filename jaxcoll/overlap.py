@@ -32,7 +32,6 @@ from jaxcoll.lowering.execute import after, in_sequence, token
 from jaxcoll.lowering.primitives import define
 from jaxcoll.lowering.stream import Stream, piece_bounds, stream, streaming_algorithms
 
-
 # ----------------------------------------------------------------------------- checks
 
 def _stream(fn: str, primitive: str, algorithm: str, axis) -> tuple[Stream | None, object]:

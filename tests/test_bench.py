@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxcoll.tools import bench
+from jaxcoll.tools import bench, console
 from jaxcoll.ir.families import PRIMITIVES
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -106,13 +106,13 @@ def test_count_wrong_counts_differing_elements():
     ("64", 64), ("64B", 64), ("1K", 1024), ("1k", 1024), ("1KiB", 1024), ("1KB", 1024),
     ("16M", 16 << 20), ("16MiB", 16 << 20), ("1G", 1 << 30), ("1.5K", 1536)])
 def test_parse_size(text, nbytes):
-    assert bench.parse_size(text) == nbytes
+    assert console.parse_size(text) == nbytes
 
 
 @pytest.mark.parametrize("text", ["", "abc", "1iB", "-1K", "1.3", "1T", "K"])
 def test_parse_size_rejects(text):
     with pytest.raises(ValueError, match="size|whole"):
-        bench.parse_size(text)
+        console.parse_size(text)
 
 
 def test_sweep():
@@ -133,7 +133,7 @@ def test_sweep_rejects(low, high, factor, message):
 
 
 def test_format_size():
-    assert [bench.format_size(s) for s in (64, 1024, 1536, 16 << 20)] == [
+    assert [console.format_size(s) for s in (64, 1024, 1536, 16 << 20)] == [
         "64 B", "1 KiB", "1.5 KiB", "16 MiB"]
 
 
@@ -287,7 +287,7 @@ def test_plot_writes_a_png(tmp_path):
 
 def test_progress_prints_labels_when_not_a_terminal():
     stream = io.StringIO()
-    progress = bench.Progress(4, stream=stream)
+    progress = console.Progress(4, stream=stream)
     progress.start("allreduce 1 KiB")
     progress.tick()
     progress.tick()
@@ -301,7 +301,7 @@ def test_progress_bar_redraws_in_place_on_a_terminal():
             return True
 
     stream = Terminal()
-    progress = bench.Progress(2, stream=stream, width=4)
+    progress = console.Progress(2, stream=stream, width=4)
     progress.start("allgather 1 KiB")
     progress.tick()
     progress.tick()

@@ -12,7 +12,7 @@ import pytest
 import jaxcoll
 from helpers import AXIS, assert_same, exact_inputs, per_rank
 from jaxcoll.tools import calibration_cache as cache
-from jaxcoll.__main__ import main
+from jaxcoll.tools.cli import main
 
 N = 2  # broadcast on 2 ranks: the fewest algorithms to compile
 
@@ -87,7 +87,7 @@ def test_broken_or_old_cache_files_are_ignored_with_a_warning(fresh_cache, monke
         path.write_text(content)
         forget()
         with pytest.warns(UserWarning, match=why):
-            assert jaxcoll.calibration() is jaxcoll.analysis.model._shipped("cpu")
+            assert jaxcoll.calibration() is jaxcoll.analysis.model.shipped("cpu")
         forget()
         with pytest.warns(UserWarning, match=why):
             assert jaxcoll.choose("allreduce", 8, 1024) == FASTEST  # measured
@@ -111,7 +111,7 @@ def test_turned_off_it_measures_nothing_and_reads_no_cache(fresh_cache, monkeypa
     forget()
     monkeypatch.setenv(cache.MODE, "0")
     monkeypatch.setattr(cache, "measure", lambda *_, **__: pytest.fail("measured"))
-    shipped = jaxcoll.analysis.model._shipped("cpu")
+    shipped = jaxcoll.analysis.model.shipped("cpu")
     assert jaxcoll.calibration() is shipped
     assert jaxcoll.choose("allreduce", 8, 4096) == jaxcoll.choose("allreduce", 8, 4096, shipped)
 
@@ -161,7 +161,7 @@ def test_only_contenders_are_timed_and_auto_lands_near_the_fastest(monkeypatch):
     times a few algorithms per size, bisects where the fastest changes, and auto ranked by
     those times is within 1.15x of this machine's fastest at every size 1 KiB - 16 MiB."""
     n, primitive = 8, "allreduce"
-    shipped = jaxcoll.analysis.model._shipped("cpu")
+    shipped = jaxcoll.analysis.model.shipped("cpu")
     speed = {"ring": 0.6, "bidirectional_ring": 1.3, "recursive_doubling": 1.1, "tree": 0.9}
 
     def truth(size):
@@ -174,7 +174,7 @@ def test_only_contenders_are_timed_and_auto_lands_near_the_fastest(monkeypatch):
         timed.append((point, tuple(names)))
         return {name: truth(point)[name] for name in names}
 
-    monkeypatch.setattr(jaxcoll.tools.timing, "time_algorithms", fake_time)
+    monkeypatch.setattr(cache, "time_algorithms", fake_time)
     rows = cache.measure(primitive, cache._mesh(n), progress=False)
     candidates = jaxcoll.analysis.model.auto_candidates(primitive)
     assert sum(len(names) for _, names in timed) < len(candidates) * len(timed) / 2

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from jaxcoll.tools import check
-from jaxcoll.__main__ import draw_main
+from jaxcoll.tools.cli import draw_main
 from jaxcoll.ir.families import SCHEDULES, two_level
 
 

@@ -5,6 +5,7 @@ import pytest
 
 import jaxcoll
 from helpers import AXIS, assert_same, exact_inputs, ours_and_reference, per_rank
+from jaxcoll.tools import auto
 from jaxcoll.analysis.model import Calibration
 
 LATENCY_BOUND = Calibration(alpha=1e-3, beta=1e-15, gamma=0.0, backend="test")
@@ -23,7 +24,7 @@ def test_shipped_calibrations_load():
     for backend in ("cpu", "gloo", "gpu"):
         cal = jaxcoll.calibration(backend)
         assert cal.alpha > 0 and cal.beta > 0 and cal.source and cal.backend == backend
-    assert jaxcoll.calibration("gloo").links == "shared" and jaxcoll.analysis.model.transport() == "cpu"
+    assert jaxcoll.calibration("gloo").links == "shared" and jaxcoll.tools.distributed.transport() == "cpu"
     assert jaxcoll.calibration() is jaxcoll.calibration("cpu")
 
 
@@ -33,8 +34,7 @@ def test_set_calibration_is_used_for_its_backend():
     try:
         assert jaxcoll.calibration("test") is LATENCY_BOUND
     finally:
-        from jaxcoll.analysis import model
-        model._current.pop("test")
+        auto._current.pop("test")
     assert jaxcoll.calibration("test") == before
 
 
@@ -91,7 +91,7 @@ def test_swing_and_pat_take_their_relatives_factors():
     """Without factors of their own, Swing is priced with halving-doubling's and PAT with
     Bruck's (its reduce_scatter with halving-doubling's); where the model prices them the same
     as another algorithm, auto keeps to the other (nothing says the newcomer is faster)."""
-    cpu = jaxcoll.analysis.model._shipped("cpu")
+    cpu = jaxcoll.analysis.model.shipped("cpu")
     for primitive, name, relative in (("allreduce", "swing", "halving_doubling"),
                                       ("allgather", "pat", "bruck"),
                                       ("reduce_scatter", "pat", "halving_doubling")):

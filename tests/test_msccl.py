@@ -250,7 +250,7 @@ def test_attributes_msccl_tools_leaves_out_can_be_assumed():
 def test_the_command_line_reads_prices_and_draws_a_file(tmp_path, capsys):
     """``python -m jaxcoll msccl FILE...`` says what each file is, whether it verifies, its gap
     to the bounds and its time; a refused file sets the exit status; ``draw FILE.xml`` pages."""
-    from jaxcoll.__main__ import draw_main, msccl_main
+    from jaxcoll.tools.cli import draw_main, msccl_main
 
     good, bad = tmp_path / "pairs.xml", tmp_path / "bad.xml"
     good.write_text(FILES["all-pairs 4"][0])

@@ -14,7 +14,7 @@ import pytest
 import jaxcoll
 from jaxcoll import Schedule, Transfer
 from jaxcoll.tools import pictures
-from jaxcoll.__main__ import main
+from jaxcoll.tools.cli import main
 from jaxcoll.ir.records import RECORDS
 from jaxcoll.ir.symbolic import ScheduleError, states
 from jaxcoll.analysis.topology import ring

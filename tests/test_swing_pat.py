@@ -113,7 +113,7 @@ def test_where_the_simulator_prefers_them():
                                  ("reduce_scatter", "pat")):
         ranked = [name for name, _ in ranking(primitive, n, nbytes, topology=mesh)]
         assert ranked[:2] == ["hierarchical", algorithm]
-        shipped = jaxcoll.analysis.model._shipped("cpu")
+        shipped = jaxcoll.analysis.model.shipped("cpu")
         assert all(choose(primitive, 8, size, shipped) != algorithm
                    for size in (1 << 10, 1 << 24))
         cluster = nodes(8, 8, nvlink=(3e-6, 1 / 370e9), nic=(1e-5, 1 / 50e9))

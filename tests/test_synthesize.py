@@ -1,4 +1,4 @@
-"""jaxcoll.analysis.synthesize: searched schedules are verified, priced at or below the best registered
+"""jaxcoll.synthesize: searched schedules are verified, priced at or below the best registered
 algorithm on the presets (and above the bound), deterministic, and run against lax."""
 
 import jax
@@ -27,7 +27,7 @@ def test_synthesized_is_verified_and_no_slower_than_registered(preset, primitive
     algorithm's time nor below the bound."""
     topology = PRESETS[preset]
     for nbytes in (64 << 10, 64 << 20):
-        found = jaxcoll.analysis.synthesize(primitive, topology, nbytes, candidates=CANDIDATES)
+        found = jaxcoll.synthesize(primitive, topology, nbytes, candidates=CANDIDATES)
         jaxcoll.verify(found.schedule)
         assert found.schedule.primitive == primitive
         assert found.seconds == jaxcoll.simulate(found.schedule, nbytes, topology).seconds
@@ -47,7 +47,7 @@ def test_search_beats_the_registered_on_ring_torus_and_nodes():
     for preset, primitive, nbytes in (("ring", "allgather", 64 << 10),
                                       ("torus 4x4", "reduce_scatter", 64 << 20),
                                       ("nodes 2x4", "allreduce", 64 << 20)):
-        found = jaxcoll.analysis.synthesize(primitive, PRESETS[preset], nbytes, candidates=CANDIDATES)
+        found = jaxcoll.synthesize(primitive, PRESETS[preset], nbytes, candidates=CANDIDATES)
         assert found.origin.startswith("search"), (preset, primitive, str(found))
         assert found.registered_seconds > 1.2 * found.searched_seconds, str(found)
 
@@ -55,15 +55,15 @@ def test_search_beats_the_registered_on_ring_torus_and_nodes():
 def test_deterministic_and_bounded_by_candidates():
     """The same arguments give the same schedule; ``candidates`` bounds the work."""
     topology = PRESETS["torus 4x4"]
-    first = jaxcoll.analysis.synthesize("allgather", topology, 1 << 20, candidates=5, seed=3)
-    again = jaxcoll.analysis.synthesize("allgather", topology, 1 << 20, candidates=5, seed=3)
+    first = jaxcoll.synthesize("allgather", topology, 1 << 20, candidates=5, seed=3)
+    again = jaxcoll.synthesize("allgather", topology, 1 << 20, candidates=5, seed=3)
     assert first.schedule == again.schedule and first.candidates == 6  # 5 searched + 1
 
 
 # ----------------------------------------------------------------------------- running
 
 TOPOLOGY = PRESETS["nodes 2x4"]
-FOUND = {primitive: jaxcoll.analysis.synthesize(primitive, TOPOLOGY, 64 << 20, candidates=CANDIDATES)
+FOUND = {primitive: jaxcoll.synthesize(primitive, TOPOLOGY, 64 << 20, candidates=CANDIDATES)
          for primitive in ("allgather", "reduce_scatter", "allreduce")}
 
 
@@ -90,15 +90,15 @@ def test_synthesized_schedules_run_like_lax_on_8_devices():
 def test_bad_arguments_name_themselves():
     topology = PRESETS["ring"]
     with pytest.raises(ValueError, match="primitive='alltoall'"):
-        jaxcoll.analysis.synthesize("alltoall", topology, 1024)
+        jaxcoll.synthesize("alltoall", topology, 1024)
     with pytest.raises(TypeError, match="topology="):
-        jaxcoll.analysis.synthesize("allgather", "ring", 1024)
+        jaxcoll.synthesize("allgather", "ring", 1024)
     with pytest.raises(ValueError, match="n=4.*8 ranks"):
-        jaxcoll.analysis.synthesize("allgather", topology, 1024, n=4)
+        jaxcoll.synthesize("allgather", topology, 1024, n=4)
     for bad in (0, -1.0):
         with pytest.raises(ValueError, match="nbytes="):
-            jaxcoll.analysis.synthesize("allgather", topology, bad)
+            jaxcoll.synthesize("allgather", topology, bad)
     with pytest.raises(TypeError, match="nbytes="):
-        jaxcoll.analysis.synthesize("allgather", topology, "1KiB")
+        jaxcoll.synthesize("allgather", topology, "1KiB")
     with pytest.raises(ValueError, match="candidates=0"):
-        jaxcoll.analysis.synthesize("allgather", topology, 1024, candidates=0)
+        jaxcoll.synthesize("allgather", topology, 1024, candidates=0)

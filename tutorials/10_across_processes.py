@@ -135,7 +135,7 @@ print(f"the gloo calibration: α = {gloo.alpha * 1e6:.0f} µs a round, {gloo.ove
 # The ring is two loops, reduce-scatter then allgather, each running one `collective-permute`
 # of N/n = 100 kB n-1 = 3 times: 6 exchanges and 1.5 N = 2(n-1)/n·N bytes per rank, exactly
 # the schedule's count and the bound. `auto` knew it runs across processes
-# (`jaxcoll.analysis.model.transport()` is `"gloo"`), so it ranked the algorithms with the calibration
+# (`jaxcoll.tools.distributed.transport()` is `"gloo"`), so it ranked the algorithms with the calibration
 # measured over gloo, not the one-process one (the one shipped with jaxcoll, which
 # `JAXCOLL_CALIBRATE=0` above makes it use: a machine's own measurements, kept in its
 # calibration cache, could rank another algorithm first), and compiled to

@@ -99,7 +99,7 @@ def main():
     if jax.process_index() == 0:
         print("RESULT " + json.dumps({
             "processes": jax.process_count(), "ranks": n, "count": COUNT, "wrong": wrong,
-            "compiled": compiled, "transport": jaxcoll.analysis.model.transport(),
+            "compiled": compiled, "transport": jaxcoll.tools.distributed.transport(),
             "collectives_implementation": os.environ.get("JAX_CPU_COLLECTIVES_IMPLEMENTATION"),
             "auto": jaxcoll.choose("allreduce", n, values[0].nbytes)}))
 

@@ -6,10 +6,12 @@ local transfers alone is none, and costs only its reduce's γ) costs
 α + k·c·β (+ k·c·γ if it reduces), where c is the chunk size and k the most chunks any one
 transfer of it moves. A schedule's predicted time is the sum over its ppermutes (:func:`cost`).
 
-Calibrations are per transport (:func:`transport`: one process of fake CPU devices, processes
-over gloo, GPUs). One whose ``links`` is "shared" prices on one medium every message crosses
-(:func:`~jaxcoll.analysis.topology.shared`, with :func:`~jaxcoll.analysis.topology.simulate`); ``ranking``,
-``bounds`` and ``explain`` also take any ``topology`` to answer on paper. One with
+Calibrations are per transport (one process of fake CPU devices, processes over gloo, GPUs:
+:func:`jaxcoll.tools.distributed.transport`); which one a call given none uses is not the
+model's to decide (:func:`use_defaults`, installed by jaxcoll/tools/auto.py). One whose
+``links`` is "shared" prices on one medium every message crosses
+(:func:`~jaxcoll.analysis.topology.shared`, with :func:`~jaxcoll.analysis.topology.simulate`);
+``ranking``, ``bounds`` and ``explain`` also take any ``topology`` to answer on paper. One with
 ``timings`` (measured on this machine by :mod:`jaxcoll.tools.calibration_cache`) ranks by them.
 """
 
@@ -24,10 +26,10 @@ from pathlib import Path
 import numpy as np
 
 from jaxcoll.analysis.compression import Compress, error_bound, quantizations
+from jaxcoll.analysis.topology import Topology, chunk_bytes, shared, simulate
 from jaxcoll.ir.families import SCHEDULES, build_schedule, pipeline_pieces
 from jaxcoll.ir.records import RECORDS
 from jaxcoll.ir.schedules import Schedule, split_round
-from jaxcoll.analysis.topology import Topology, chunk_bytes, shared, simulate
 
 
 @dataclass(frozen=True)
@@ -170,60 +172,43 @@ class Calibration:
 
 
 _SHIPPED = Path(__file__).parent / "calibrations"
-_current: dict[str, Calibration] = {}
 
 
-def transport() -> str:
-    """Where this process's collectives run, the key of its calibration: ``"gloo"`` for CPU
-    devices of several processes (JAX's CPU collectives cross processes over gloo), else JAX's
-    default backend (``"cpu"``: fake devices of one process, whose ppermutes are memory
-    copies; ``"gpu"``, ``"tpu"``)."""
-    import jax
-    backend = jax.default_backend()
-    return "gloo" if backend == "cpu" and jax.process_count() > 1 else backend
+@lru_cache(maxsize=None)
+def shipped(backend: str) -> Calibration:
+    """The calibration shipped with jaxcoll for ``backend`` (cpu, gloo, gpu; cuda and rocm read
+    gpu's, any other cpu's), read once: ``auto`` asks on every trace."""
+    path = _SHIPPED / f"{backend}.json"
+    if not path.exists():
+        path = _SHIPPED / "gpu.json" if backend in ("cuda", "rocm") else _SHIPPED / "cpu.json"
+    return Calibration.load(path)
 
 
-def calibration(backend: str | None = None) -> Calibration:
-    """The calibration ``auto`` uses for ``backend`` (default: :func:`transport`): the one set
-    by :func:`set_calibration`, else this machine's cached one (``calibration_cache``), else
-    the one shipped with jaxcoll (cpu, gloo, gpu)."""
-    backend = transport() if backend is None else backend
-    if backend in _current:
-        return _current[backend]
-    from jaxcoll.tools.calibration_cache import cached  # JAX and files: only when asked
+# Which calibration a call given none prices with, and which one ``auto`` ranks with, is a
+# policy that needs JAX and files: jaxcoll/tools/auto.py installs it (:func:`use_defaults`)
+# when jaxcoll is imported. The model itself only prices with what it is handed.
+_defaults = {"default": lambda: shipped("cpu"), "for_auto": lambda primitive, n: shipped("cpu")}
 
-    return cached(backend) or _shipped(backend)
+
+def use_defaults(default, for_auto) -> None:
+    """Price calls given no calibration with ``default()``, and rank ``auto``'s candidates for
+    ``primitive`` on n ranks with ``for_auto(primitive, n)``."""
+    _defaults.update(default=default, for_auto=for_auto)
+
+
+def default_calibration() -> Calibration:
+    """The calibration a call given none prices with (:func:`jaxcoll.calibration`)."""
+    return _defaults["default"]()
 
 
 def _for_auto(primitive: str, n: int) -> Calibration:
-    """What ``auto`` ranks ``primitive`` on n ranks with: the one set by
-    :func:`set_calibration`, else this machine's (measured now if it has none yet)."""
-    backend = transport()
-    if backend in _current:
-        return _current[backend]
-    from jaxcoll.tools.calibration_cache import for_auto
-
-    return for_auto(primitive, n)
+    return _defaults["for_auto"](primitive, n)
 
 
 def auto_candidates(primitive: str) -> list[str]:
     """The algorithms ``auto`` chooses from for ``primitive`` (uncompressed, on one axis)."""
     return [name for name in sorted(SCHEDULES[primitive])
             if _ranked(SCHEDULES[primitive][name], None, None)]
-
-
-@lru_cache(maxsize=None)
-def _shipped(backend: str) -> Calibration:
-    """The calibration shipped for ``backend`` (read once: ``auto`` asks on every trace)."""
-    shipped = _SHIPPED / f"{backend}.json"
-    if not shipped.exists():
-        shipped = _SHIPPED / "gpu.json" if backend in ("cuda", "rocm") else _SHIPPED / "cpu.json"
-    return Calibration.load(shipped)
-
-
-def set_calibration(calibration_: Calibration) -> None:
-    """Use ``calibration_`` for its backend from now on (e.g. the result of :func:`calibrate`)."""
-    _current[calibration_.backend] = calibration_
 
 
 def _fit_line(sizes, seconds) -> tuple[float, float]:
@@ -260,7 +245,7 @@ def model_pieces(primitive: str, algorithm: str, n: int, nbytes: float,
     minimum is at k = sqrt(F·N·β / (c·α)); between 1 and MAX_MODEL_PIECES."""
     if not SCHEDULES[primitive][algorithm].pipelined:
         raise ValueError(f"model_pieces: {primitive} {algorithm!r} is not pipelined")
-    cal = calibration_ or calibration()
+    cal = calibration_ or default_calibration()
     one, two = (build_schedule(primitive, algorithm, n, 0, k).n_rounds for k in (1, 2))
     per_piece = max(two - one, 1)
     fixed = max(one - per_piece, 0)
@@ -358,7 +343,7 @@ def ranking(primitive: str, n: int, nbytes: float, calibration_: Calibration | N
 
     A calibration with ``timings`` for ``primitive`` on n ranks (uncompressed, no topology):
     the algorithms timed are ranked by :meth:`Calibration.measured`, the others left out."""
-    cal = calibration_ or calibration()
+    cal = calibration_ or default_calibration()
     wire = 1.0 if compress is None else compress.wire_bytes(1 << 20) / (4 << 20)
     timed = _timed(cal, primitive, n, nbytes) if compress is None and topology is None else {}
     buffer = _buffer(primitive, n, nbytes, topology)
@@ -409,7 +394,8 @@ def choose(primitive: str, n: int, nbytes: float, calibration_: Calibration | No
     (compressed: among those with the smallest error bounds; on a ``topology``: on paper).
 
     Without ``calibration_``, ``compress`` and ``topology`` (what ``auto`` asks), the
-    calibration of this machine: measured the first time (:mod:`jaxcoll.tools.calibration_cache`)."""
+    calibration of this machine: measured the first time
+    (:mod:`jaxcoll.tools.calibration_cache`)."""
     if calibration_ is None and compress is None and topology is None:
         calibration_ = _for_auto(primitive, n)
     return ranking(primitive, n, nbytes, calibration_, compress, topology)[0][0]
@@ -460,7 +446,7 @@ def bounds(primitive: str, n: int, nbytes: float, calibration_: Calibration | No
     must send (the same rule with n = nodes) through all of its NICs. Bytes reduced: (n-1)/n·N
     for the reducing ones (the n-1 other contributions to a rank's 1/n share).
     """
-    cal = calibration_ or calibration()
+    cal = calibration_ or default_calibration()
     topology = topology or cal.topology(n)
     if n <= 1:
         return Bounds(0, 0.0, 0.0, 0.0)
@@ -507,7 +493,7 @@ def explain(primitive: str, n: int, nbytes: float, calibration_: Calibration | N
     """Print the ranking ``auto`` chooses from (or, on ``topology``, every algorithm on paper),
     with predicted times and each algorithm's gap to the lower bounds (:func:`bounds`);
     return it."""
-    cal = calibration_ or calibration()
+    cal = calibration_ or default_calibration()
     ranked = ranking(primitive, n, nbytes, cal, topology=topology)
     best = ranked[0][1].seconds or 1e-30
     buffer = _buffer(primitive, n, nbytes, topology)

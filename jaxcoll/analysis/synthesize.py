@@ -7,8 +7,8 @@ is rank c // pieces's, so pieces pipeline); a round is a set of transfers, each 
 its sender holds and its receiver lacks, the rarest first (fewest holders), each chunk into a
 rank at most once. A transfer joins the round only if every link on its route still finishes
 within the round's time (links' bytes·β + messages·overhead + the largest α crossing it):
-links split their bandwidth exactly as :func:`~jaxcoll.analysis.topology.simulate` prices them, and a
-fast link may carry several chunks while a slow one carries one. A policy chooses
+links split their bandwidth exactly as :func:`~jaxcoll.analysis.topology.simulate` prices them,
+and a fast link may carry several chunks while a slow one carries one. A policy chooses
 
 - ``pieces``: chunks per block (1, 2, 4, ... up to ``max_pieces``);
 - ``most_chunks``: the most chunks one transfer moves (1, 2, or no limit: recursive doubling's
@@ -25,10 +25,11 @@ fast link may carry several chunks while a slow one carries one. A policy choose
 Every transfer copies a chunk into a rank that lacks it, so each chunk spreads along a tree:
 run backwards with reduce (the schedule's time reversal), the same rounds are a
 reduce_scatter, and reduce_scatter + allgather an allreduce. Each candidate is priced on the
-primitive asked for. The registered algorithms (``jaxcoll.analysis.model.ranking`` on the topology:
-pipelined ones in the model's pieces, ``hierarchical`` on the levels of nodes or a torus) are candidates
-too, so the result is never slower than the best of them; :class:`Synthesis` says whether the
-search's own best beat it, by how much, and how far each is from the bound.
+primitive asked for. The registered algorithms (``jaxcoll.analysis.model.ranking`` on the
+topology: pipelined ones in the model's pieces, ``hierarchical`` on the levels of nodes or a
+torus) are candidates too, so the result is never slower than the best of them;
+:class:`Synthesis` says whether the search's own best beat it, by how much, and how far each
+is from the bound.
 """
 
 from __future__ import annotations
@@ -40,11 +41,18 @@ from functools import lru_cache
 import numpy as np
 
 from jaxcoll.analysis.model import Bounds, bounds, ranking, schedule_for
+from jaxcoll.analysis.topology import Topology, simulate
+from jaxcoll.ir.records import RECORDS
 from jaxcoll.ir.schedules import Schedule, Transfer
 from jaxcoll.ir.symbolic import verify
-from jaxcoll.analysis.topology import Topology, simulate
 
-PRIMITIVES = ("allgather", "reduce_scatter", "allreduce")
+# What the search builds: a collective whose chunks spread along trees (allgather), its time
+# reversal with reduce (its dual: reduce_scatter) and the collective made of the two in turn.
+_SPREADS = next(record for record in RECORDS.values() if record.spreads)
+_REVERSED = _SPREADS.dual
+_BOTH = next(record.name for record in RECORDS.values()
+             if record.composed_of == (_REVERSED, _SPREADS.name))
+PRIMITIVES = (_SPREADS.name, _REVERSED, _BOTH)
 
 
 @dataclass(frozen=True)
@@ -127,21 +135,21 @@ def synthesize(primitive: str, topology: Topology, nbytes: float, *, n: int | No
 def _check(primitive, topology, nbytes, n, candidates, max_pieces) -> None:
     """ValueError/TypeError naming the argument for bad input."""
     if primitive not in PRIMITIVES:
-        raise ValueError(f"jaxcoll.analysis.synthesize: primitive={primitive!r}, must be one of "
+        raise ValueError(f"jaxcoll.synthesize: primitive={primitive!r}, must be one of "
                          f"{', '.join(PRIMITIVES)}")
     if not isinstance(topology, Topology):
-        raise TypeError(f"jaxcoll.analysis.synthesize: topology={topology!r} is not a jaxcoll Topology "
+        raise TypeError(f"jaxcoll.synthesize: topology={topology!r} is not a jaxcoll Topology "
                         "(jaxcoll.analysis.topology.switch, ring, torus, nodes)")
     if n is not None and n != topology.n:
-        raise ValueError(f"jaxcoll.analysis.synthesize: n={n!r}, but the topology {topology.name!r} has "
+        raise ValueError(f"jaxcoll.synthesize: n={n!r}, but the topology {topology.name!r} has "
                          f"{topology.n} ranks")
     for name, value, least in (("nbytes", nbytes, 0), ("candidates", candidates, 1),
                                ("max_pieces", max_pieces, 1)):
         if isinstance(value, bool) or not isinstance(value, (int, float, np.integer,
                                                              np.floating)):
-            raise TypeError(f"jaxcoll.analysis.synthesize: {name}={value!r}, must be a number")
+            raise TypeError(f"jaxcoll.synthesize: {name}={value!r}, must be a number")
         if not (value > least if name == "nbytes" else value >= least):
-            raise ValueError(f"jaxcoll.analysis.synthesize: {name}={value!r}, must be "
+            raise ValueError(f"jaxcoll.synthesize: {name}={value!r}, must be "
                              f"{'> 0' if name == 'nbytes' else f'>= {least}'}")
 
 
@@ -198,15 +206,14 @@ def _search(primitive, topology, nbytes, candidates, max_pieces, seed):
 def as_primitive(primitive: str, allgather: Schedule) -> Schedule:
     """An allgather whose every chunk spreads along a tree, as ``primitive``: itself, its time
     reversal with reduce (a reduce_scatter), or the two concatenated (an allreduce)."""
-    if primitive == "allgather":
+    if primitive == _SPREADS.name:
         return allgather
-    reduce_scatter = replace(allgather.reversed(
-        allgather.name.replace("allgather", "reduce_scatter"), reduce=True),
-        primitive="reduce_scatter")
-    if primitive == "reduce_scatter":
-        return reduce_scatter
-    return replace(reduce_scatter + allgather, primitive="allreduce",
-                   name=allgather.name.replace("allgather", "allreduce"))
+    reduced = replace(allgather.reversed(
+        allgather.name.replace(_SPREADS.name, _REVERSED), reduce=True), primitive=_REVERSED)
+    if primitive == _REVERSED:
+        return reduced
+    return replace(reduced + allgather, primitive=_BOTH,
+                   name=allgather.name.replace(_SPREADS.name, _BOTH))
 
 
 @dataclass(frozen=True, eq=False)
@@ -305,7 +312,7 @@ def greedy_allgather(links: _Links, policy: Policy, nbytes: float) -> Schedule:
         rounds.append(transfers)
     schedule = Schedule.build(f"synthesized allgather on {links.topology.name}", n,
                               n_chunks=n_chunks, rounds=rounds)
-    return replace(schedule, primitive="allgather")
+    return replace(schedule, primitive=_SPREADS.name)
 
 
 def _greedy_round(links: _Links, policy: Policy, have: np.ndarray, allowed: np.ndarray,

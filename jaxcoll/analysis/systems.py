@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from jaxcoll.analysis.topology import Topology, fully_connected, nodes, simulate
 from jaxcoll.ir.families import build_schedule
 from jaxcoll.ir.records import RECORDS
-from jaxcoll.analysis.topology import Topology, fully_connected, nodes, simulate
 
 NVLINK_ALPHA = 3.4e-6
 NIC_ALPHA = 10e-6

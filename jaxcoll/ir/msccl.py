@@ -69,6 +69,7 @@ from pathlib import Path
 
 from jaxcoll.ir.records import RECORDS
 from jaxcoll.ir.schedules import Round, Schedule, ScheduleError, Transfer
+from jaxcoll.ir.symbolic import verify
 
 
 class MscclError(ScheduleError):
@@ -130,7 +131,6 @@ class Threadblock:
 @dataclass
 class Program:
     """An MSCCL XML algorithm, read and checked by the runtime's rules."""
-
     name: str
     coll: str
     primitive: str
@@ -153,10 +153,20 @@ class Program:
 def _io_chunks(primitive: str, k: int, n: int) -> dict[str, int]:
     """(input, output) chunks of a coll of K chunks per loop on n gpus, as the runtime sizes
     them (a chunk is 1/K of the larger whole buffer; gather and scatter multiply by 1)."""
-    return {"allreduce": {"i": k, "o": k}, "broadcast": {"i": k, "o": k},
-            "reduce": {"i": k, "o": k}, "alltoall": {"i": k, "o": k},
-            "allgather": {"i": k // n, "o": k}, "reduce_scatter": {"i": k, "o": k // n},
-            "gather": {"i": k, "o": n * k}, "scatter": {"i": n * k, "o": k}}[primitive]
+    record = RECORDS[primitive]
+    if record.rows_in == record.rows_out:  # the same size in and out
+        return {"i": k, "o": k}
+    one, whole = (k, n * k) if record.rooted else (k // n, k)  # a rank's row, all n rows
+    return {"i": one if record.rows_in == "1" else whole,
+            "o": one if record.rows_out == "1" else whole}
+
+
+def _block(primitive: str, k: int, n: int) -> int:
+    """The chunks of one rank's block in a buffer of n blocks (0 if there are none)."""
+    record = RECORDS[primitive]
+    if record.layout not in ("gather", "scatter"):
+        return 0
+    return k if record.rooted else k // n
 
 
 def _strtol(text: str, what: str) -> int:
@@ -212,7 +222,7 @@ def parse(source, assume: dict | None = None) -> Program:
         raise MscclError(f"msccl: algo: nchunksperloop={k}, ngpus={n} and nchannels={channels} "
                          "must be >= 1")
     primitive = COLLS[coll]
-    if primitive in ("allgather", "reduce_scatter", "alltoall") and k % n:
+    if RECORDS[primitive].layout != "whole" and not RECORDS[primitive].rooted and k % n:
         raise MscclError(f"msccl: algo: nchunksperloop={k} is not a multiple of ngpus={n}, as "
                          f"{coll}'s per-gpu blocks need")
     program = Program(root.get("name", ""), coll, primitive, n, k, channels, get["proto"],
@@ -420,7 +430,6 @@ def _check_waits(program: Program) -> None:
 class Layout:
     """Where MSCCL's buffers lie in a jaxcoll schedule's chunks, for one coll on n ranks of K
     chunks per loop, in place or out of place (the module docstring)."""
-
     primitive: str
     n: int
     k: int
@@ -429,8 +438,10 @@ class Layout:
 
     @property
     def n_chunks(self) -> int:  # the primitive's chunks in a jaxcoll schedule
-        return {"alltoall": 2 * self.k, "gather": self.n * self.k,
-                "scatter": self.n * self.k}.get(self.primitive, self.k)
+        record = RECORDS[self.primitive]
+        if record.schedule_blocks == "2n":  # the input twice
+            return 2 * self.k
+        return self.n * _block(self.primitive, self.k, self.n) or self.k
 
     @property
     def input_at(self) -> int:
@@ -444,15 +455,14 @@ class Layout:
         """The jaxcoll chunk id of ``buffer[offset]`` at ``rank``."""
         if buffer == "s":
             return self.scratch_at + offset
-        block = {"allgather": self.k // self.n, "reduce_scatter": self.k // self.n,
-                 "gather": self.k, "scatter": self.k}.get(self.primitive, 0)
-        own = rank * block + offset  # a rank's part of a whole-layout buffer
-        if self.primitive == "alltoall":  # the primitive's second half receives
+        layout = RECORDS[self.primitive].layout
+        own = rank * _block(self.primitive, self.k, self.n) + offset  # a rank's part of n
+        if layout == "exchange":  # the primitive's second half receives
             at = self.k + offset if buffer == "o" or self.inplace else offset
         elif buffer == "i":
-            at = own if self.primitive in ("allgather", "gather") else offset
+            at = own if layout == "gather" else offset  # a rank's row in, n rows out
         else:
-            at = own if self.primitive in ("reduce_scatter", "scatter") else offset
+            at = own if layout == "scatter" else offset  # n rows in, a rank's row out
         return at + (self.input_at if buffer == "i" else 0)
 
     def starts_with_data(self, rank: int, chunk: int) -> bool:
@@ -591,7 +601,6 @@ def _name(layout: Layout, gpu: int, chunk: int) -> str:
 class _Temporary:
     """Chunks an ``rrs`` step forms R op X in (or a send's data, kept aside), placed in scratch
     once the rounds are known; until then a negative id names each chunk apart."""
-
     count = 0
 
     def __init__(self, rank: int, count: int):
@@ -607,7 +616,6 @@ class _Op:
     reduce, into), their chunks lists or _Temporary. ``after``: (op, gap) pairs, this op's
     round at least that op's plus the gap (1 where it reads or overwrites what that op wrote,
     0 where it overwrites what that op reads: a round reads the state before it)."""
-
     moves: list
     after: list = field(default_factory=list)
     source: tuple = ()  # a transfer's (rank, chunks) until its receive says where they go
@@ -876,7 +884,6 @@ def _ids(chunks) -> list[int]:
 class _Action:
     """One step to write: ``kind`` s, r, rrc, cpy or re at ``rank`` in threadblock ``tb`` (a
     (role, peer, channel) key), on runs of (buffer, offset) locations."""
-
     rank: int
     tb: tuple
     kind: str
@@ -899,8 +906,6 @@ def dump(schedule: Schedule, *, name: str | None = None, proto: str = "Simple",
     A reducing receive is an ``r`` into scratch and an ``re`` (what RCCL runs), or with
     ``fused=True`` one ``rrc`` (msccl-executor-nccl only). Raises MscclError where the
     schedule does not verify or does not fit the runtimes' limits."""
-    from jaxcoll.ir.symbolic import verify  # the verifier builds on the IR this module feeds it
-
     if schedule.primitive not in COLL_OF:
         raise MscclError(f"msccl.dump: {schedule!r} names no collective MSCCL has "
                          f"(primitive={schedule.primitive!r})")
@@ -912,9 +917,11 @@ def dump(schedule: Schedule, *, name: str | None = None, proto: str = "Simple",
     except ScheduleError as error:
         raise MscclError(f"msccl.dump: {schedule!r} does not verify: {error}") from None
     n, primitive = schedule.n_ranks, schedule.primitive
-    k = {"alltoall": schedule.n_chunks // 2, "gather": schedule.n_chunks // n,
-         "scatter": schedule.n_chunks // n}.get(primitive, schedule.n_chunks)
-    can_be_in_place = schedule.in_place and primitive != "alltoall"
+    record = RECORDS[primitive]
+    k = (schedule.n_chunks // 2 if record.schedule_blocks == "2n"
+         else schedule.n_chunks // n if record.rooted and record.layout != "whole"
+         else schedule.n_chunks)
+    can_be_in_place = schedule.in_place and record.layout != "exchange"
     if inplace is None:
         inplace = can_be_in_place
     if inplace and not can_be_in_place:
@@ -934,7 +941,6 @@ class _Places:
     buffer the call passes; out of place, an input chunk nothing writes is read from ``i``, a
     promised output chunk written in ``o``, every other in scratch (a chunk that starts with
     the input copied there first, a result moved to ``o`` last)."""
-
     def __init__(self, schedule: Schedule, k: int, inplace: bool):
         self.schedule, self.k, self.inplace = schedule, k, inplace
         n = schedule.n_ranks

@@ -1,10 +1,10 @@
 """What each collective *is*, written once: one object per collective with all its rules.
 
 The one module that knows the collectives by name. Everything else asks these objects:
-the verifier (what each rank starts with and must end with), the primitives (how a buffer
-enters the schedule and the result leaves it), the public functions (how a leaf's blocks are
-laid out), the cost model and the bounds, compression, streams, the benchmark (nccl-tests'
-conventions) and the main job.
+the verifier (what each rank starts with and must end with), the lowering
+(jaxcoll/lowering/layout.py: how a buffer enters the schedule and the result leaves it, how a
+leaf's blocks are laid out), the cost model and the bounds, compression, streams, the
+benchmark (nccl-tests' conventions) and the main job.
 
 A collective runs on a (rows, width) buffer per rank: ``rows_in`` rows in and ``rows_out``
 out ("1" or "n", n = ranks). Its schedule runs on a buffer of ``schedule_blocks`` blocks ("1",
@@ -64,6 +64,15 @@ class Record:
     dual: str = ""  # "" : its own transpose, with its own schedule
     reference: str = ""  # the lax built-in it matches (or is built from)
     busbw: str = "(n-1)/n"  # nccl-tests' busbw / algbw (doc/PERFORMANCE.md)
+    composed_of: tuple[str, ...] = ()  # the collectives it is the concatenation of, in order
+    sums_bools: bool = False  # bools summed as int32, as lax.psum does (pmax/pmin keep bool)
+    uneven_groups: bool = False  # lax's axis_index_groups may differ in size (psum's rule)
+
+    @property
+    def spreads(self) -> bool:
+        """Every rank's block goes to every rank and nothing is reduced (allgather): each chunk
+        spreads from its owner along a tree, what jaxcoll.synthesize searches for."""
+        return self.source == "owner" and self.destination == "every"
 
     @property
     def layout(self) -> str:
@@ -115,29 +124,6 @@ class Record:
         return Promises(range(-(-n_chunks // per_block)),  # the owner of each block
                         lambda r: every_chunk[r * per_block:(r + 1) * per_block])
 
-    # -------------------------------------------------------------- the primitive's buffer
-
-    def enter(self, buf, me, n: int):
-        """This rank's (rows_in, width) input as the schedule's (blocks, width) buffer: an
-        owner's input is its row of n."""
-        if self.source != "owner":
-            return buf
-        from jax import lax
-        import jax.numpy as jnp
-        blocks = jnp.zeros((n, buf.shape[1]), buf.dtype)  # (n, width), row me is ours
-        return lax.dynamic_update_slice_in_dim(blocks, buf, me, axis=0)
-
-    def leave(self, out, me, n: int, root: int):
-        """The schedule's buffer as this rank's (rows_out, width) result: an owner's row, or
-        zeros off the root."""
-        from jax import lax
-        import jax.numpy as jnp
-        if self.destination == "owner":  # (n, width) -> (1, width)
-            return lax.dynamic_slice_in_dim(out, me, 1, axis=0)
-        if self.destination == "root":
-            return jnp.where(me == root, out, jnp.zeros_like(out))
-        return out
-
 
 @dataclass(frozen=True)
 class _AllToAll(Record):
@@ -156,119 +142,25 @@ class _AllToAll(Record):
         return Promises(range(n), lambda r: list(zip(
             range(half, 2 * half), [r * k + j for _ in range(n) for j in range(k)], owners)))
 
-    def enter(self, buf, me, n: int):
-        import jax.numpy as jnp
-        return jnp.concatenate([buf, buf])  # (n, width) -> (2n, width)
-
-    def leave(self, out, me, n: int, root: int):
-        return out[n:]  # (2n, width) -> (n, width): the received half
-
 
 RECORDS: dict[str, Record] = {r.name: r for r in (
     Record("allreduce", "1", "1", "1", "every", "every", reduces=True, invariant=True,
            replicated=True, compressible=True, reference="lax.psum / pmax / pmin",
-           busbw="2(n-1)/n"),
+           busbw="2(n-1)/n", composed_of=("reduce_scatter", "allgather"), sums_bools=True,
+           uneven_groups=True),
     Record("reduce_scatter", "n", "1", "n", "every", "owner", reduces=True, compressible=True,
            streams=True, dual="allgather", reference="lax.psum_scatter"),
     Record("allgather", "1", "n", "n", "owner", "every", replicated=True, compressible=True,
            streams=True, dual="reduce_scatter", reference="lax.all_gather"),
     _AllToAll("alltoall", "n", "n", "2n", "owner", "owner", reference="lax.all_to_all"),
     Record("broadcast", "1", "1", "1", "root", "every", rooted=True, replicated=True,
-           dual="reduce", reference="lax.all_gather, root's block", busbw="1"),
+           dual="reduce", reference="lax.all_gather, root's block", busbw="1",
+           composed_of=("scatter", "allgather")),
     Record("reduce", "1", "1", "1", "every", "root", rooted=True, reduces=True,
-           dual="broadcast", reference="lax.psum, zeros off the root", busbw="1"),
+           dual="broadcast", reference="lax.psum, zeros off the root", busbw="1",
+           composed_of=("reduce_scatter", "gather")),
     Record("gather", "1", "n", "n", "owner", "root", rooted=True, dual="scatter",
            reference="lax.all_gather, zeros off the root"),
     Record("scatter", "n", "1", "n", "root", "owner", rooted=True, dual="gather",
            reference="lax.all_gather of root's x, this rank's block"),
 )}
-
-
-@dataclass(frozen=True)
-class Layout:
-    """How one leaf enters a collective as a (rows, width) matrix and its result leaves it
-    (the public functions' ``dim``, ``split_dim``/``concat_dim`` and ``tiled``).
-
-    ``kind`` is the collective's :attr:`Record.layout`: "whole" (one row, the leaf flat),
-    "scatter" (block i along ``dim`` in row i; the result is this rank's block), "gather"
-    (one row; the n result rows stacked at ``dim``, or concatenated there if ``tiled``) or
-    "exchange" (blocks along ``dim`` in rows as "scatter"; the n received blocks stacked or
-    concatenated at ``concat``). ``dim`` and ``concat`` are checked, non-negative.
-    """
-
-    kind: str
-    n: int
-    dim: int = 0
-    concat: int = 0
-    tiled: bool = False
-
-    def to_rows(self, leaf):
-        """The leaf as (rows_in, width)."""
-        import jax.numpy as jnp
-        if self.kind in ("whole", "gather"):
-            return leaf.reshape(1, -1)  # (1, size)
-        return jnp.moveaxis(leaf, self.dim, 0).reshape(self.n, -1)  # (n, size // n)
-
-    def from_rows(self, rows, shape):
-        """The (rows_out, width) result as the result leaf, for an input leaf of ``shape``."""
-        import jax.numpy as jnp
-        n, d, tiled = self.n, self.dim, self.tiled
-        if self.kind == "whole":
-            return rows.reshape(shape)
-        if self.kind == "scatter":  # this rank's row, shaped as its block of the leaf
-            moved = [shape[d], *shape[:d], *shape[d + 1:]]  # dim d first: (n·b, *other)
-            block = rows.reshape((moved[0] // n, *moved[1:]) if tiled else moved[1:])
-            return jnp.moveaxis(block, 0, d) if tiled else block
-        if self.kind == "gather":  # (n, size) rows stacked or concatenated along dim
-            return _stack_blocks(rows.reshape(n, *shape), d, tiled)
-        block = _exchanged_block(shape, d, tiled, n)  # exchange: row i is rank i's block
-        if tiled:  # rows hold blocks with the split dimension first, as to_rows cut them
-            moved = [block[d]] + block[:d] + block[d + 1:]
-            blocks = jnp.moveaxis(rows.reshape(n, *moved), 1, d + 1)  # (n, *block)
-        else:
-            blocks = rows.reshape(n, *block)  # (n, *block)
-        return _stack_blocks(blocks, self.concat, tiled)
-
-    def out_shape(self, shape) -> tuple:
-        """The result leaf's shape for an input leaf of ``shape``."""
-        shape, n, d = list(shape), self.n, self.dim
-        if self.kind == "whole":
-            return tuple(shape)
-        if self.kind == "scatter":
-            return tuple(shape[:d] + [shape[d] // n] + shape[d + 1:] if self.tiled
-                         else shape[:d] + shape[d + 1:])
-        if self.kind == "gather":
-            return tuple(shape[:d] + [shape[d] * n] + shape[d + 1:] if self.tiled
-                         else shape[:d] + [n] + shape[d:])
-        block, c = _exchanged_block(shape, d, self.tiled, n), self.concat
-        return tuple(block[:c] + [block[c] * n] + block[c + 1:] if self.tiled
-                     else block[:c] + [n] + block[c:])
-
-    def dual(self) -> "Layout":
-        """The layout of the transpose: scatter and gather exchange places at the same
-        ``dim``; an exchange swaps its two dimensions."""
-        if self.kind == "exchange":
-            return Layout("exchange", self.n, self.concat, self.dim, self.tiled)
-        kind = {"scatter": "gather", "gather": "scatter"}.get(self.kind, self.kind)
-        return Layout(kind, self.n, self.dim, self.concat, self.tiled)
-
-
-def _exchanged_block(shape, split: int, tiled: bool, n: int) -> list[int]:
-    """The shape of one of the n blocks a leaf of ``shape`` is split into along ``split``."""
-    block = list(shape)
-    if tiled:
-        block[split] //= n
-    else:
-        del block[split]
-    return block
-
-
-def _stack_blocks(blocks, d: int, tiled: bool):
-    """(n, *block) blocks stacked as a new dimension d, or (tiled) concatenated along d."""
-    import jax.numpy as jnp
-    stacked = jnp.moveaxis(blocks, 0, d)  # n inserted at d
-    if not tiled:
-        return stacked
-    shape = list(blocks.shape[1:])
-    shape[d] *= blocks.shape[0]
-    return stacked.reshape(shape)  # dims d, d+1 merged: (..., n * block[d], ...)

@@ -39,9 +39,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from typing import Iterable
-
 from math import gcd
+from typing import Iterable
 
 import numpy as np
 

@@ -8,6 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from jaxcoll.ir.records import RECORDS
 from jaxcoll.lowering._compat import bound_axis_names
 
 
@@ -96,10 +97,10 @@ def _numeric(dtype) -> bool:
     return dtype == np.bool_ or jnp.issubdtype(dtype, jnp.number)
 
 
-def check_op_dtype(fn: str, op: str, dtype) -> None:
+def check_op_dtype(fn: str, primitive: str, op: str, dtype) -> None:
     dtype = np.dtype(dtype)
     # psum sums bools as int32; pmax and pmin of bools are bools
-    if dtype == np.bool_ and fn != "allreduce":
+    if dtype == np.bool_ and not RECORDS[primitive].sums_bools:
         raise TypeError(f"jaxcoll.{fn}: op={op!r} does not take a leaf of dtype bool; "
                         "cast it to an integer dtype first")
     if op == "mean" and not jnp.issubdtype(dtype, jnp.inexact):

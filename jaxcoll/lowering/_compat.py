@@ -15,10 +15,14 @@ from importlib import metadata
 import jax
 import numpy as np
 from jax import lax
+from jax._src import config as _config  # check_vma's state while tracing
+from jax._src import core as _core  # the axis names bound (error messages)
+from jax._src import distributed as _distributed  # the client has no public barrier
 from jax._src import effects as _effects  # which effects are ordered
 from jax._src.lax import lax as _lax_internal  # weak types: no public way to set one
 from jax._src.pallas.mosaic.interpret import interpret_pallas_call as _interpreter
 from jax._src.pallas.mosaic.interpret import params as _interpret_params
+from jax.interpreters import ad
 from jax.sharding import PartitionSpec as P
 
 
@@ -42,8 +46,7 @@ def serialize_collectives() -> bool:
 def check_vma() -> bool:
     """True while tracing the body of a ``shard_map(..., check_vma=True)``: values are typed
     varying or invariant over each mesh axis, as ``lax.psum`` reads them."""
-    from jax._src import config
-    return bool(config._check_vma.value)
+    return bool(_config._check_vma.value)
 
 
 def _manual_type(aval):
@@ -90,7 +93,6 @@ def with_varying(aval, varying: frozenset):
 
 def zero_tangent(primal):
     """The symbolic zero tangent of ``primal`` (a rule's answer to a zero tangent)."""
-    from jax.interpreters import ad
     return ad.Zero(jax.typeof(primal).to_tangent_aval())
 
 
@@ -128,8 +130,7 @@ def manual_mesh_axes() -> tuple:
 def bound_axis_names() -> tuple:
     """Every axis name bound here (for error messages only)."""
     try:
-        from jax._src import core
-        return tuple(core.unsafe_get_axis_names())
+        return tuple(_core.unsafe_get_axis_names())
     except Exception:  # pragma: no cover - depends on the jax version
         return ()
 
@@ -256,8 +257,7 @@ def all_processes_here(timeout_ms: int = 600_000) -> None:
     service's barrier, no device work); alone, return at once."""
     if jax.process_count() == 1:
         return
-    from jax._src import distributed  # the client has no public barrier
-    distributed.global_state.client.wait_at_barrier(f"jaxcoll-{next(_barriers)}", timeout_ms)
+    _distributed.global_state.client.wait_at_barrier(f"jaxcoll-{next(_barriers)}", timeout_ms)
 
 
 def interpreter_ordered_effects() -> set:

@@ -28,12 +28,12 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from jaxcoll.analysis.compression import Compress
+from jaxcoll.ir.schedules import Schedule
 from jaxcoll.lowering import _compat, codec, pallas_kernel
 from jaxcoll.lowering._compat import AxisPlan, serialize_collectives
-from jaxcoll.analysis.compression import Compress
 from jaxcoll.lowering.pallas_kernel import Pallas
 from jaxcoll.lowering.plan import Segment, full_permutation, lower
-from jaxcoll.ir.schedules import Schedule
 from jaxcoll.lowering.traced_ids import Combine, flag, ids_at, reduced
 
 
@@ -183,8 +183,9 @@ def execute(schedule: Schedule, blocks, axis, combine: Combine, plan: AxisPlan |
     ``settle``: the result is then encoded once more where it is not a decoded value, so every
     rank holds the same bits; ``feedback``: also return what encoding dropped, summed per
     chunk at the rank that encoded it (the next step's error feedback), shaped as ``blocks``.
-    ``executor``: ``"xla"`` (collective-permutes) or a :class:`~jaxcoll.lowering.pallas_kernel.Pallas`
-    (one kernel of remote DMAs), both running the same plan.
+    ``executor``: ``"xla"`` (collective-permutes) or a
+    :class:`~jaxcoll.lowering.pallas_kernel.Pallas` (one kernel of remote DMAs), both running
+    the same plan.
     """
     n_blocks, block_len = blocks.shape
     plan = plan or _compat.axis_plan(axis)

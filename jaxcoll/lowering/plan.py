@@ -27,9 +27,9 @@ from itertools import repeat
 
 import numpy as np
 
+from jaxcoll.ir.schedules import Round, Schedule, Symmetry, split_round
 from jaxcoll.lowering import validate
 from jaxcoll.lowering.ids import Ids, compact, int32s, over_steps
-from jaxcoll.ir.schedules import Round, Schedule, Symmetry, split_round
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 and batched by rules of its own.
 
 A primitive takes the packed ``(rows, width)`` buffer of one bucket (records.py says how many
-rows in and out), or one leaf as it is with its ``records.Layout`` (packed inside the
+rows in and out), or one leaf as it is with its ``layout.Layout`` (packed inside the
 lowering: one equation per call), and carries its schedule as a parameter:
 
 - **abstract evaluation** types the result as the lax built-in's: allreduce invariant over the
@@ -38,13 +38,14 @@ from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 from jax.sharding import PartitionSpec as P
 
-from jaxcoll.lowering import _compat
 from jaxcoll.analysis.compression import Compress
-from jaxcoll.lowering.execute import after, execute, token
-from jaxcoll.lowering.pallas_kernel import as_executor, effects
-from jaxcoll.ir.records import RECORDS, Layout
+from jaxcoll.ir.records import RECORDS
 from jaxcoll.ir.schedules import Schedule
 from jaxcoll.ir.symbolic import dual
+from jaxcoll.lowering import _compat
+from jaxcoll.lowering.execute import after, execute, token
+from jaxcoll.lowering.layout import Layout, enter, leave
+from jaxcoll.lowering.pallas_kernel import as_executor, effects
 
 _COMBINE = {"sum": lax.add, "max": lax.max, "min": lax.min}
 
@@ -54,7 +55,7 @@ def collective(schedule: Schedule, buf, axis, op: str = "sum", compress: Compres
                layout: Layout | None = None, executor="xla"):
     """Run ``schedule`` (labelled with its primitive) on this rank's ``(rows, width)`` buffer
     over ``axis``, as one primitive; the result has the primitive's ``rows_out`` rows. With
-    ``layout`` (records.Layout), ``buf`` is one leaf as it is, packed inside the lowering: the
+    ``layout`` (layout.Layout), ``buf`` is one leaf as it is, packed inside the lowering: the
     result is the result leaf, and the call one equation of the jaxpr.
     ``compress``: transfers carry encoded chunks of the float32 buffer (compression.py);
     ``feedback`` (allreduce): also return what encoding dropped at this rank, as ``buf``;
@@ -135,8 +136,8 @@ def program(buf, *, schedule: Schedule, plan, op: str, invariant: bool = False,
                   executor=executor)
     if feedback:
         return run(buf)
-    out = run(record.enter(buf, me, schedule.n_ranks))
-    return record.leave(out, me, schedule.n_ranks, schedule.root)
+    out = run(enter(record, buf, me, schedule.n_ranks))
+    return leave(record, out, me, schedule.n_ranks, schedule.root)
 
 
 # ----------------------------------------------------------------------------- the rules

@@ -41,8 +41,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from jaxcoll.lowering.ids import flattened, id_values, kept_shapes
 from jaxcoll.ir.schedules import Round, Schedule, ScheduleError, Symmetry
+from jaxcoll.lowering.ids import flattened, id_values, kept_shapes
 
 
 class _Disagrees(Exception):

@@ -60,30 +60,43 @@ from __future__ import annotations
 
 import argparse
 import csv
+import importlib.util
 import json
 import math
 import os
 import platform
-import re
 import shlex
 import statistics
 import sys
-import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from functools import lru_cache
 
+import jax
+import jax.numpy as jnp
+import jaxlib
 import numpy as np
+from jax.sharding import Mesh
 
-from jaxcoll.analysis.compression import Compress
-from jaxcoll.analysis.model import choose
+from jaxcoll.analysis.compression import Compress, result_bound
+from jaxcoll.analysis.model import choose, pieces_for
+from jaxcoll.collectives import algorithms
+from jaxcoll.ir.families import PRIMITIVES, build_schedule, two_level
 from jaxcoll.ir.records import RECORDS
-from jaxcoll.tools.timing import (on_mesh, program, slowest_process, time_alternating,  # noqa: F401 (API)
-                     verifiable_values)
+from jaxcoll.lowering._checks import check_op_dtype
+from jaxcoll.tools.check import ROOTED, call_collective, two_level_mesh
+from jaxcoll.tools.console import Progress, format_size, parse_size, start_jax
+from jaxcoll.tools.distributed import gather, local_blocks
+from jaxcoll.tools.timing import (  # noqa: F401 (API)
+    on_mesh,
+    program,
+    slowest_process,
+    time_alternating,
+    verifiable_values,
+)
 
 AXIS = "i"
 DTYPES = ("float32", "bfloat16", "float16", "int32", "int16", "int8", "uint32", "uint8", "bool")
-UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 MAX_SIZES = 200  # steps of a sweep
 EMULATION_NOTE = ("ranks emulated with jax.vmap(axis_name=...) on one device: this measures "
                   "memory traffic, not links")
@@ -94,7 +107,6 @@ EMULATION_NOTE = ("ranks emulated with jax.vmap(axis_name=...) on one device: th
 @dataclass(frozen=True)
 class Convention:
     """How nccl-tests sizes and scores one collective."""
-
     factor: str  # busbw = algbw x this factor of n (records.Record.busbw_factor)
     layout: str  # "whole": S is the buffer; "scatter", "exchange": the input, n blocks;
     #              "gather": the output, n blocks (records.Record.layout)
@@ -122,20 +134,6 @@ def layout(op: str, size: int, itemsize: int, n: int) -> tuple[int, int, int]:
 
 # ----------------------------------------------------------------------------- sizes
 
-_SIZE = re.compile(r"(\d+(?:\.\d*)?)\s*([KMG]?)(i?B)?", re.IGNORECASE)
-
-
-def parse_size(text: str) -> int:
-    """Bytes from '64', '64B', '1K', '1KiB', '16M', '16MiB', '1G' (K = 1024, as nccl-tests)."""
-    match = _SIZE.fullmatch(str(text).strip())
-    if not match or (match[3] and match[3][0] in "iI" and not match[2]):
-        raise ValueError(f"{text!r} is not a size; use bytes like 64, 1K, 1KiB, 16M, 16MiB, 1G")
-    value = float(match[1]) * UNITS[match[2].upper()]
-    if value != int(value):
-        raise ValueError(f"{text!r} is not a whole number of bytes")
-    return int(value)
-
-
 def sweep(min_bytes: int, max_bytes: int, factor: float) -> list[int]:
     """nccl-tests' sizes: ``min_bytes`` times ``factor`` to the k, up to ``max_bytes``."""
     if min_bytes <= 0 or max_bytes <= 0:
@@ -152,21 +150,10 @@ def sweep(min_bytes: int, max_bytes: int, factor: float) -> list[int]:
     return sorted(size for size in sizes if size <= max_bytes)
 
 
-def format_size(nbytes: float) -> str:
-    """'64 B', '1 KiB', '1.5 MiB': the largest binary unit that keeps the number >= 1."""
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if nbytes >= scale:
-            return f"{nbytes / scale:g} {unit}"
-    return f"{nbytes:g} B"
-
-
 # ----------------------------------------------------------------------------- inputs
 
 def place(values: np.ndarray, where):
     """``values`` (n, count) on the devices: row r on rank r of a mesh, or all on one device."""
-    import jax
-    from jax.sharding import Mesh
-
     if isinstance(where, Mesh):  # (from every process's identical copy, when several)
         return on_mesh(values, where)
     return jax.device_put(values, where)
@@ -177,9 +164,7 @@ def place(values: np.ndarray, where):
 @lru_cache(maxsize=None)
 def emulated_program(op: str, algorithm: str, root: int = 0, compress=None):
     """jit(vmap) of one collective on ranks emulated on one device: (n, count) -> (n, ...)."""
-    import jax
 
-    from jaxcoll.tools.check import call_collective
 
     return jax.jit(jax.vmap(lambda b: call_collective(op, algorithm, b, AXIS, root, compress),
                             axis_name=AXIS))
@@ -193,22 +178,16 @@ class Ranks:
     ``check.two_level_mesh`` (2 x 4 for 8: two "nodes" of four), ranks in row-major order.
     They cannot be emulated: JAX's ppermute under vmap takes one axis name at a time.
     """
-
     n: int
     devices: tuple
     emulated: bool = False
 
     def mesh(self):
         """The devices as a mesh with the one axis "i"."""
-        from jax.sharding import Mesh
-
         return Mesh(np.array(self.devices), (AXIS,))
 
     def program(self, op: str, algorithm: str, root: int, compress=None):
         """The jitted program of ``op`` by ``algorithm`` on these ranks (``compress``ed)."""
-        from jaxcoll.tools.check import two_level_mesh
-        from jaxcoll.ir.families import two_level
-
         if self.emulated:
             return emulated_program(op, algorithm, root, compress)
         levels = two_level(op, algorithm)
@@ -223,16 +202,12 @@ class Ranks:
 def verifiable_input(ranks: Ranks, size: int, dtype="float32"):
     """(n, count) verifiable values on ``ranks``, about ``size`` bytes per rank: count is a
     multiple of n (>= n), so that every collective can cut it into n blocks."""
-    import jax.numpy as jnp
-
     count = max(ranks.n, size // jnp.dtype(dtype).itemsize // ranks.n * ranks.n)
     return ranks.place(verifiable_values(ranks.n, count, dtype))
 
 
 def count_wrong(programs: dict, x) -> dict[str, int]:
     """Elements of each program's result differing from ``programs["xla"]``'s (zero tolerance)."""
-    from jaxcoll.tools.distributed import gather, local_blocks
-
     reference = local_blocks(programs["xla"](x))
     wrong = {}
     for name, prog in programs.items():
@@ -249,7 +224,6 @@ def count_wrong(programs: dict, x) -> dict[str, int]:
 @dataclass(frozen=True)
 class Result:
     """One line of the table: one algorithm of one collective at one size."""
-
     op: str
     algorithm: str
     size: int  # S, bytes
@@ -311,9 +285,7 @@ class Result:
 def run_point(op: str, size: int, algorithms: list[str], ranks: Ranks, dtype: str, root: int,
               iters: int, warmup: int, tick=lambda: None) -> list[Result]:
     """Every algorithm of ``op`` at ``size`` bytes: checked against xla, then timed in turn."""
-    import jax.numpy as jnp
 
-    from jaxcoll.tools.check import ROOTED
 
     count, elements, nbytes = layout(op, size, jnp.dtype(dtype).itemsize, ranks.n)
     x = ranks.place(verifiable_values(ranks.n, elements, dtype))  # (n, elements)
@@ -335,10 +307,6 @@ def run_compressed_point(op: str, size: int, algorithms: list[str], ranks: Ranks
     """Every algorithm of ``op`` compressed at ``size`` bytes beside the uncompressed xla: normal
     float32 inputs; #wrong counts the values outside the error bound (compression.py), error
     is the RMS error over the RMS of the exact (float64) result."""
-    from jaxcoll.analysis.compression import result_bound
-    from jaxcoll.ir.families import build_schedule
-    from jaxcoll.analysis.model import pieces_for
-
     n = ranks.n
     count, elements, nbytes = layout(op, size, 4, n)
     values = np.random.default_rng(0).standard_normal((n, elements)).astype(np.float32)
@@ -372,9 +340,6 @@ def run_compressed_point(op: str, size: int, algorithms: list[str], ranks: Ranks
 
 def environment(ranks: Ranks, argv: list[str]) -> dict:
     """Versions, backend, devices, XLA_FLAGS and emulation: recorded with every result."""
-    import jax
-    import jaxlib
-
     return dict(jax=jax.__version__, jaxlib=jaxlib.__version__,
                 python=platform.python_version(), backend=jax.default_backend(),
                 device_kind=ranks.devices[0].device_kind, devices=len(ranks.devices),
@@ -451,51 +416,13 @@ def write_csv(path: str, meta: dict, results: list[Result]) -> None:
         writer.writerows(rows)
 
 
-class Progress:
-    """A progress bar on stderr: redrawn in place on a terminal, a line per label otherwise."""
-
-    def __init__(self, total: int, enabled: bool = True, stream=None, width: int = 30):
-        self.total, self.done, self.width, self.enabled = total, 0, width, enabled
-        self.stream = stream or sys.stderr
-        self.tty = enabled and self.stream.isatty()
-        self.label, self.drawn_at = "", 0.0
-
-    def start(self, label: str) -> None:
-        """Name what runs next (on a line of its own when stderr is not a terminal)."""
-        self.label = label
-        if self.enabled and not self.tty:
-            print(f"[{self.done}/{self.total}] {label}", file=self.stream, flush=True)
-        self.draw()
-
-    def tick(self) -> None:
-        """One step done."""
-        self.done += 1
-        if time.monotonic() - self.drawn_at > 0.1 or self.done == self.total:
-            self.draw()
-
-    def draw(self) -> None:
-        """Redraw the bar (terminal only)."""
-        if self.tty:
-            filled = self.width * self.done // max(1, self.total)
-            bar = "#" * filled + "." * (self.width - filled)
-            self.stream.write(f"\r[{bar}] {self.done}/{self.total} {self.label}\033[K")
-            self.stream.flush()
-            self.drawn_at = time.monotonic()
-
-    def clear(self) -> None:
-        """Erase the bar so that other output can be written."""
-        if self.tty:
-            self.stream.write("\r\033[K")
-            self.stream.flush()
-
-
 # ----------------------------------------------------------------------------- plot
 
 def _new_figure(**kwargs):
     """A matplotlib Figure of its own (no pyplot: the caller's backend, e.g. a notebook's
     inline one, is left alone), or a clear error if matplotlib is missing."""
     try:
-        from matplotlib.figure import Figure
+        from matplotlib.figure import Figure  # optional: jaxcoll[viz]
     except ImportError:
         raise ImportError("jaxcoll.tools.bench.plot needs matplotlib: pip install 'jaxcoll[viz]'"
                           ) from None
@@ -507,7 +434,12 @@ MARKERS = "o^vDPX<>*h"
 
 def plot(path: str, meta: dict, results: list[Result]) -> None:
     """busbw against size (log-log) and time / xla, one column per collective."""
-    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter, NullLocator
+    from matplotlib.ticker import (  # optional: jaxcoll[viz]
+        FuncFormatter,
+        LogLocator,
+        NullFormatter,
+        NullLocator,
+    )
 
     ops = list(dict.fromkeys(r.op for r in results))
     ours = sorted({r.algorithm for r in results} - {"xla"})
@@ -621,17 +553,14 @@ def _counts(parser, args) -> None:
         if value is not None and value < low:
             parser.error(f"argument {flag}: {value} must be >= {low}")
     if args.plot:
-        import importlib.util
 
         if importlib.util.find_spec("matplotlib") is None:
             parser.error(f"argument --plot: {args.plot} needs matplotlib, which is not "
                          "installed: pip install 'jaxcoll[viz]'")
 
 
-def _ops(parser, text: str) -> list[str]:
+def ops_arg(parser, text: str) -> list[str]:
     """The collectives of --op, or a parser error naming the allowed ones."""
-    from jaxcoll.ir.families import PRIMITIVES
-
     allowed = [op for op in PRIMITIVES if op in CONVENTIONS]
     ops = allowed if text == "all" else list(dict.fromkeys(text.split(",")))
     for op in ops:
@@ -645,9 +574,6 @@ def _algorithms(parser, ops: list[str], text: str, emulated: bool) -> dict[str, 
     """{op: the algorithms of --algorithms it has} (xla, which always runs, left out). With
     several ops a name need only belong to one of them. Under --emulate, no two-level ones
     (they need a tuple axis, which vmap can't give)."""
-    from jaxcoll.collectives import algorithms
-    from jaxcoll.ir.families import two_level
-
     def allowed(op):
         names = [a for a in algorithms(op) if a != "xla"]
         return [a for a in names if not (emulated and two_level(op, a))]
@@ -670,39 +596,21 @@ def _dtype(parser, text: str, ops: list[str]) -> str:
     if text not in DTYPES:
         parser.error(f"argument --dtype: {text!r} is not supported; allowed: "
                      f"{', '.join(DTYPES)}")
-    from jaxcoll.lowering._checks import check_op_dtype
 
     for op in (op for op in ops if CONVENTIONS[op].reduces):
         if text == "bool":  # allreduce sums bools as int32 (as psum): not a bool buffer
             parser.error(f"argument --dtype: bool cannot be reduced by --op {op} in its own "
                          "dtype (sums of bools are int32)")
         try:
-            check_op_dtype(op, "sum", text)
+            check_op_dtype(op, op, "sum", text)
         except TypeError as error:
             parser.error(f"argument --dtype: {text} cannot be reduced by --op {op} "
                          f"({error})")
     return text
 
 
-def _start_jax(devices: int) -> None:
-    """Join the other processes, if launched with some (their launcher set the devices); else
-    ask for ``devices`` fake CPU devices: harmless elsewhere, too late once JAX has started."""
-    import jax
-
-    from jaxcoll.tools.distributed import initialize
-
-    if initialize() > 1:
-        return
-    try:
-        jax.config.update("jax_num_cpu_devices", devices)
-    except RuntimeError:
-        pass  # JAX started already (e.g. under pytest): its devices are used
-
-
 def _ranks(parser, args) -> Ranks:
     """The devices to run on, or a parser error saying why there are not enough."""
-    import jax
-
     if args.emulate:
         return Ranks(args.emulate, (jax.local_devices()[0],), emulated=True)
     backend = jax.default_backend()
@@ -732,8 +640,8 @@ def main(argv=None) -> int:
     sizes = _sizes(parser, args)
     _counts(parser, args)
     if not args.emulate:
-        _start_jax(args.devices or 8)
-    ops = _ops(parser, args.op)
+        start_jax(args.devices or 8)
+    ops = ops_arg(parser, args.op)
     algorithms = _algorithms(parser, ops, args.algorithms, bool(args.emulate))
     dtype = _dtype(parser, args.dtype, ops)
     ranks = _ranks(parser, args)
@@ -754,15 +662,11 @@ def main(argv=None) -> int:
 
 
 def _leader() -> bool:
-    import jax
-
     return jax.process_index() == 0
 
 
 def _compress(parser, args, ops: list[str], dtype: str) -> Compress | None:
     """--compress, checked against the ops, the dtype and the processes."""
-    import jax
-
     if not args.compress:
         return None
     other = [op for op in ops if not RECORDS[op].compressible]
@@ -801,8 +705,6 @@ def auto_line(point: list[Result], dtype: str) -> str:
     """'# auto ran X: ...': what auto chose at this point, and over the fastest's time (of the
     others timed in the same run, xla left out) that of X's line and of auto's own (the same
     program as X's: their difference is the run's noise)."""
-    import jax.numpy as jnp
-
     auto = next(r for r in point if r.algorithm == "auto")
     others = [r for r in point if r.algorithm not in ("auto", "xla")]
     itemsize = jnp.dtype(dtype).itemsize

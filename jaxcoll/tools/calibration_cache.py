@@ -10,16 +10,16 @@ user's cache directory and used from then on.
   an entry whose algorithms are not today's, is ignored (with a warning) and measured again.
 - ``$JAXCOLL_CALIBRATE``: ``1`` (default) measure where needed; ``quiet`` the same without
   the progress bar; ``0`` never measure and read no cache: the calibrations shipped with
-  jaxcoll (``jaxcoll/analysis/calibrations/``), as where measuring can't run (the test suite sets it).
+  jaxcoll (``jaxcoll/analysis/calibrations/``), as where measuring can't run (the test suite
+  sets it).
 - Inside a trace (``auto`` decides while ``jit`` or ``shard_map`` traces), the measuring runs
   in a thread of its own, outside that trace, on the first n devices (across processes: all of
   them, every process at once, agreeing on the medians and on the cache's entry).
-- ``python -m jaxcoll calibrate`` measures explicitly (:func:`main`).
+- ``python -m jaxcoll calibrate`` measures explicitly (jaxcoll/tools/cli.py).
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import datetime
 import hashlib
@@ -35,13 +35,20 @@ import time
 import warnings
 from dataclasses import replace
 from functools import lru_cache
+from importlib import metadata
 from pathlib import Path
 
+import jax
+import jaxlib
 import numpy as np
+from jax.sharding import Mesh
 
+from jaxcoll.analysis.model import Calibration, auto_candidates, ranking, shipped
 from jaxcoll.ir.families import SCHEDULES
-from jaxcoll.analysis.model import Calibration, _shipped, auto_candidates, ranking, transport
 from jaxcoll.ir.records import RECORDS
+from jaxcoll.tools.console import Progress
+from jaxcoll.tools.distributed import gather, transport
+from jaxcoll.tools.timing import time_algorithms
 
 FORMAT = 1  # of the cache files; another is ignored
 MODE = "JAXCOLL_CALIBRATE"
@@ -107,10 +114,7 @@ def fingerprint() -> dict:
 @lru_cache(maxsize=None)
 def _devices_and_software() -> dict:
     """The fingerprint but XLA_FLAGS (which a process may change between compiles)."""
-    import jax
-    import jaxlib
 
-    from jaxcoll import __version__
 
     device = jax.devices()[0]
     return dict(transport=transport(), platform=device.platform, device_kind=device.device_kind,
@@ -118,7 +122,7 @@ def _devices_and_software() -> dict:
                 processes=jax.process_count(), host=socket.gethostname(), cpu=_cpu_model(),
                 cores=os.cpu_count(), machine=platform.machine(),
                 python=platform.python_version(), jax=jax.__version__,
-                jaxlib=jaxlib.__version__, jaxcoll=__version__)
+                jaxlib=jaxlib.__version__, jaxcoll=metadata.version("jaxcoll"))
 
 
 def cache_path(print_: dict | None = None) -> Path:
@@ -198,7 +202,7 @@ def _file_lock(path: Path):
     writers of one cache file read, merge and write in turn; nothing where there is no
     ``fcntl`` or the directory can't be written (the write then warns)."""
     try:
-        import fcntl
+        import fcntl  # POSIX only: elsewhere no lock (ImportError below)
         path.parent.mkdir(parents=True, exist_ok=True)
         handle = open(path.with_name(f".{path.name}.lock"), "a")
     except (ImportError, OSError):
@@ -223,8 +227,8 @@ def _calibration(entries: dict, path: Path) -> Calibration | None:
                  for entry in entries.values() for a, b, s in entry["timings"])
     if not rows:
         return None
-    shipped = _shipped(transport())
-    return replace(shipped, timings=rows, source=f"{shipped.source}; timings of this machine "
+    base = shipped(transport())
+    return replace(base, timings=rows, source=f"{base.source}; timings of this machine "
                    f"from {path}")
 
 
@@ -250,7 +254,7 @@ def for_auto(primitive: str, n: int) -> Calibration:
     now if the cache has no entry for them (where measuring is on and can run), else the
     shipped one."""
     if mode() == "0" or threading.current_thread().name == WORKER:
-        return _shipped(transport())
+        return shipped(transport())
     print_ = fingerprint()
     path = cache_path(print_)
     key = _key(primitive, n)
@@ -266,16 +270,13 @@ def for_auto(primitive: str, n: int) -> Calibration:
                 if timings is not None:
                     _save(primitive, n, timings, print_, path)
             _settled.add((path, key))
-    return cached(transport()) or _shipped(transport())
+    return cached(transport()) or shipped(transport())
 
 
 def _agreed(entry) -> bool:
     """Whether ``entry`` is valid in every process, and the same (alone: whether it is)."""
-    import jax
-
     if jax.process_count() == 1:
         return entry is not None
-    from jaxcoll.tools.distributed import gather
 
     agreed = ("primitive", "n", "algorithms", "timings")  # not each process's date or seconds
     text = (json.dumps({k: entry.get(k) for k in agreed}, sort_keys=True).encode()
@@ -288,8 +289,6 @@ def _agreed(entry) -> bool:
 def _can_measure(n: int) -> bool:
     """Whether n ranks can be timed here: the first n devices of one process, or all the
     devices of several (each process must take part)."""
-    import jax
-
     if jax.process_count() > 1:
         return n == jax.device_count()
     return 1 < n <= jax.device_count()
@@ -362,9 +361,6 @@ def _save(primitive: str, n: int, timings: list, print_: dict, path: Path,
 
 def _mesh(n: int):
     """The first n devices (the order jax.devices() gives) as a mesh with the bench's axis."""
-    import jax
-    from jax.sharding import Mesh
-
     return Mesh(np.array(jax.devices()[:n]), ("i",))
 
 
@@ -406,8 +402,6 @@ def measure(primitive: str, mesh, sizes=SIZES, repeats: int = REPEATS,
 def _time_point(primitive: str, mesh, point: int, names, model, measured: dict, repeats: int,
                 bar) -> None:
     """Time at ``point`` the algorithms estimated to be contenders there, into ``measured``."""
-    from jaxcoll.tools.timing import time_algorithms
-
     estimates = _estimates(point, names, model, measured)
     within = WITHIN if measured else FIRST_WITHIN
     contenders = [name for name in names if estimates[name] <= within * min(estimates.values())]
@@ -428,11 +422,11 @@ def _time_point(primitive: str, mesh, point: int, names, model, measured: dict, 
 def _model(primitive: str, n: int):
     """``seconds(input bytes)`` -> {algorithm: seconds} by the shipped calibration's model (what
     the estimates start from: the model of another machine of this transport)."""
-    shipped = _shipped(transport())
+    base = shipped(transport())
 
     @lru_cache(maxsize=None)
     def seconds(point: int) -> dict[str, float]:
-        return {name: c.seconds for name, c in ranking(primitive, n, point, shipped)}
+        return {name: c.seconds for name, c in ranking(primitive, n, point, base)}
     return seconds
 
 
@@ -500,9 +494,7 @@ def _near_fastest(times: dict[str, float], within: float) -> set[str]:
 
 def _progress(primitive: str, n: int, total: int, enabled: bool):
     """A progress bar on stderr, drawn only on a terminal and unless JAXCOLL_CALIBRATE=quiet."""
-    import jax
 
-    from jaxcoll.tools.bench import Progress
 
     show = enabled and mode() != "quiet" and sys.stderr.isatty() and jax.process_index() == 0
     if show:
@@ -510,65 +502,3 @@ def _progress(primitive: str, n: int, total: int, enabled: bool):
               f"{jax.devices()[0].device_kind}, once for this machine (auto picks by it; "
               f"{MODE}=0 turns this off)", file=sys.stderr, flush=True)
     return Progress(total, enabled=show)
-
-
-# ----------------------------------------------------------------------------- command line
-
-def main(argv=None) -> int:
-    """``python -m jaxcoll calibrate``: time auto's algorithms on this machine and keep them."""
-    from jaxcoll.tools.bench import _ops, _start_jax, format_size, parse_size
-
-    parser = argparse.ArgumentParser(
-        prog="python -m jaxcoll calibrate",
-        description="Time every algorithm auto chooses from, over a size sweep, on this "
-                    "machine's devices and keep the times in the cache that auto reads "
-                    f"({CACHE_DIR}, else $XDG_CACHE_HOME/jaxcoll, else ~/.cache/jaxcoll).")
-    parser.add_argument("--op", default="all",
-                        help="comma-separated collectives, or 'all' (default)")
-    parser.add_argument("--devices", type=int, default=8,
-                        help="fake CPU devices to start (default 8); elsewhere the local "
-                             "devices; under python -m jaxcoll.tools.launch all of them")
-    parser.add_argument("--ranks", type=int, default=None,
-                        help="n: time on the first N devices (default all)")
-    parser.add_argument("--sizes", default=",".join(format_size(s).replace(" ", "")
-                                                    .replace("iB", "") for s in SIZES),
-                        help="comma-separated sizes S (nccl-tests': the larger of one rank's "
-                             "input and output), e.g. 1K,16K,256K,4M (the default)")
-    parser.add_argument("--repeats", type=int, default=REPEATS,
-                        help=f"timed calls per algorithm and size, at least (default {REPEATS})")
-    parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
-    args = parser.parse_args(argv)
-    try:
-        sizes = [parse_size(text) for text in args.sizes.split(",")]
-    except ValueError as error:
-        parser.error(f"argument --sizes: {error}")
-    if args.devices < 1 or args.repeats < 1 or min(sizes) < 1:
-        parser.error("--devices, --repeats and every --sizes must be >= 1")
-    _start_jax(args.devices)
-    import jax
-
-    ops = _ops(parser, args.op)
-    n = args.ranks or jax.device_count()
-    if not _can_measure(n):
-        allowed = (f"{jax.device_count()} (all the devices of the {jax.process_count()} "
-                   "processes)" if jax.process_count() > 1 else f"2..{jax.device_count()}")
-        parser.error(f"argument --ranks: {n}; allowed: {allowed}")
-    say = print if jax.process_index() == 0 else (lambda *_, **__: None)
-    for op in ops:
-        entry = calibrate(op, n, sizes, args.repeats, progress=not args.quiet)
-        say(summary(entry, format_size), flush=True)
-    say(f"wrote {cache_path()}" + (f" ({MODE}=0 is set: auto won't read it)"
-                                     if mode() == "0" else ""))
-    return 0
-
-
-def summary(entry: dict, format_size=str) -> str:
-    """One line per size of a cache entry: the fastest algorithm, its time, the runner-up."""
-    lines = []
-    for size in entry["sizes"]:
-        times = sorted((s, a) for a, b, s in entry["timings"] if b == size)
-        (best, name), rest = times[0], times[1:]
-        after = f"   next: {rest[0][1]} x{rest[0][0] / best:.2f}" if rest else ""
-        lines.append(f"{entry['primitive']:<15} n={entry['n']}  {format_size(size):>10} per "
-                     f"rank  {name:<20} {best * 1e6:10.1f} us{after}")
-    return "\n".join(lines)

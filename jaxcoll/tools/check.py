@@ -13,14 +13,15 @@ from dataclasses import dataclass
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.sharding import Mesh, PartitionSpec as P
+from jax.sharding import Mesh
+from jax.sharding import PartitionSpec as P
 
 from jaxcoll import collectives
 from jaxcoll.ir.families import SCHEDULES, two_level
-from jaxcoll.tools.distributed import local_blocks
+from jaxcoll.ir.records import RECORDS
 from jaxcoll.lowering._compat import serialize_collectives
 from jaxcoll.lowering.execute import after
-from jaxcoll.ir.records import RECORDS
+from jaxcoll.tools.distributed import local_blocks
 
 AXIS = "ranks"
 LEVELS = ("outer", "inner")  # the tuple axis two-level algorithms run on
@@ -99,15 +100,16 @@ def three_level_mesh(n: int, devices=None) -> Mesh:
 
 def cases(n: int) -> list[tuple[str, str, int]]:
     """The main job's (primitive, algorithm, levels) on n ranks: every registered algorithm
-    (levels 1; hierarchical 2), and the hierarchical allreduce (its reduce_scatter and
-    allgather in one) on 3 levels too where n has three prime factors (2 x 2 x 2 for 8)."""
+    (levels 1; hierarchical 2), and the two-level ones of a collective built of others (the
+    hierarchical allreduce: its reduce_scatter and allgather in one) on 3 levels too where n
+    has three prime factors (2 x 2 x 2 for 8)."""
     three = min(level_shape(n, 3)) > 1
     found = []
     for primitive, schedules in SCHEDULES.items():
         for algorithm in sorted(schedules):
             levels = 2 if two_level(primitive, algorithm) else 1
             found.append((primitive, algorithm, levels))
-            if levels == 2 and three and primitive == "allreduce":
+            if levels == 2 and three and RECORDS[primitive].composed_of:
                 found.append((primitive, algorithm, 3))
     return found
 

@@ -3,8 +3,8 @@
 A script that calls ``jaxcoll.tools.distributed.initialize()`` before any other JAX work runs
 unchanged in three places:
 
-- under ``python -m jaxcoll.tools.launch`` (local processes, fake CPU devices): the launcher puts the
-  coordinator's address, the process count and this process's id in the environment
+- under ``python -m jaxcoll.tools.launch`` (local processes, fake CPU devices): the launcher
+  puts the coordinator's address, the process count and this process's id in the environment
   (``JAX_COORDINATOR_ADDRESS``, ``JAX_NUM_PROCESSES``, ``JAX_PROCESS_ID``);
 - under a cluster's launcher (SLURM ``srun``, Open MPI ``mpirun``, Kubernetes):
   ``jax.distributed.initialize()`` detects it;
@@ -26,12 +26,24 @@ import sys
 
 import jax
 import numpy as np
+from jax.experimental import multihost_utils
+
+from jaxcoll.tools.launch import NATIVE_OUTPUT_FDS
 
 # What python -m jaxcoll.tools.launch sets for each process it starts.
 COORDINATOR = "JAX_COORDINATOR_ADDRESS"
 NUM_PROCESSES = "JAX_NUM_PROCESSES"
 PROCESS_ID = "JAX_PROCESS_ID"
 DEVICES_PER_PROCESS = "JAX_NUM_CPU_DEVICES"  # read by JAX itself (config jax_num_cpu_devices)
+
+
+def transport() -> str:
+    """Where this process's collectives run, the key of its calibration: ``"gloo"`` for CPU
+    devices of several processes (JAX's CPU collectives cross processes over gloo), else JAX's
+    default backend (``"cpu"``: fake devices of one process, whose ppermutes are memory
+    copies; ``"gpu"``, ``"tpu"``)."""
+    backend = jax.default_backend()
+    return "gloo" if backend == "cpu" and jax.process_count() > 1 else backend
 
 
 def _initialized() -> bool:
@@ -67,8 +79,6 @@ def _separate_native_output() -> None:
     go to the launcher's pipes for native output, and ``sys.stdout``/``sys.stderr`` (and the
     logging handlers that hold them) to new descriptors of the pipes 1 and 2 were, which only
     Python writes to from now on. Once per process; without the launcher, nothing."""
-    from jaxcoll.tools.launch import NATIVE_OUTPUT_FDS
-
     fds = os.environ.pop(NATIVE_OUTPUT_FDS, "")  # not for this process's own children
     try:
         native = [int(fd) for fd in fds.split(",")]
@@ -138,8 +148,6 @@ def gather(values) -> np.ndarray:
     values = np.asarray(values)
     if jax.process_count() == 1:
         return values[None]
-    from jax.experimental import multihost_utils
-
     return np.asarray(multihost_utils.process_allgather(values, tiled=False))
 
 

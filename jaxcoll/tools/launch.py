@@ -1,4 +1,5 @@
-"""``python -m jaxcoll.tools.launch --nproc P --devices-per-proc D -- COMMAND ...``: P local processes.
+"""``python -m jaxcoll.tools.launch --nproc P --devices-per-proc D -- COMMAND ...``: P local
+processes.
 
 A test and development convenience, like ``torchrun`` on one machine: it starts P copies of
 COMMAND, each with D fake CPU devices and JAX's CPU collectives over gloo, all joined by a
@@ -235,7 +236,8 @@ def main(argv=None) -> int:
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
-        parser.error("no command given: python -m jaxcoll.tools.launch --nproc 2 -- python script.py")
+        parser.error("no command given: "
+                     "python -m jaxcoll.tools.launch --nproc 2 -- python script.py")
     for flag, value in (("--nproc", args.nproc), ("--devices-per-proc", args.devices_per_proc)):
         if value < 1:
             parser.error(f"{flag} must be >= 1, got {value}")

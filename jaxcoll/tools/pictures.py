@@ -19,12 +19,15 @@ import io
 import json
 import math
 import re
+from collections import defaultdict
 from dataclasses import replace
 from html import escape
 from pathlib import Path
 
 import numpy as np
 
+from jaxcoll.analysis.model import cost, default_calibration
+from jaxcoll.analysis.topology import chunk_bytes, simulate
 from jaxcoll.ir.records import RECORDS
 from jaxcoll.ir.schedules import Schedule
 from jaxcoll.ir.symbolic import ScheduleError, states, verify
@@ -64,7 +67,7 @@ def chunk_labels(schedule: Schedule) -> list[str]:
 
 def _panel(ax, schedule: Schedule, state, round_index: int | None, colours) -> None:
     """One panel: the state after round ``round_index`` (None: before the first round)."""
-    from matplotlib.patches import FancyArrowPatch, Rectangle
+    from matplotlib.patches import FancyArrowPatch, Rectangle  # optional: jaxcoll[viz]
 
     n, chunks = schedule.n_ranks, schedule.buffer_chunks
     for rank in range(n):
@@ -99,8 +102,8 @@ def _panel(ax, schedule: Schedule, state, round_index: int | None, colours) -> N
 def _legend(schedule: Schedule, panels: list[int | None], history, colours) -> list:
     """Legend entries for what the panels show: the ranks whose data appears, empty cells,
     copies and reductions (only those that occur)."""
-    from matplotlib.lines import Line2D
-    from matplotlib.patches import Patch
+    from matplotlib.lines import Line2D  # optional: jaxcoll[viz]
+    from matplotlib.patches import Patch  # optional: jaxcoll[viz]
 
     shown = [history[0 if index is None else index + 1] for index in panels]
     cells = [held for state in shown for rank in state for held in rank]
@@ -148,7 +151,7 @@ def draw(schedule: Schedule, path, *, gif: bool = False) -> Path:
         fig.savefig(path, dpi=110)
         return path
 
-    from PIL import Image
+    from PIL import Image  # optional: jaxcoll[viz]
 
     frames = []
     for index in panels:
@@ -167,7 +170,6 @@ def draw(schedule: Schedule, path, *, gif: bool = False) -> Path:
 
 class Page:
     """An HTML page that a notebook shows inline, in an iframe (its script runs apart)."""
-
     def __init__(self, text: str, height: int):
         self.text, self.height = text, height
 
@@ -228,10 +230,7 @@ def _round_costs(schedule: Schedule, nbytes: float, calibration_, topology
                  ) -> tuple[list[dict], str]:
     """Per round: bytes its transfers move, bytes the busiest rank sends and modeled seconds;
     and a line naming the model."""
-    from jaxcoll.analysis.model import calibration, cost
-    from jaxcoll.analysis.topology import chunk_bytes, simulate
-
-    cal = calibration_ or calibration()
+    cal = calibration_ or default_calibration()
     links = topology or cal.topology(schedule.n_ranks)
     chunk = chunk_bytes(schedule, nbytes)
     rows, total = [], 0.0
@@ -479,7 +478,6 @@ setUp();
 
 class Picture:
     """A matplotlib Figure that shows itself in a notebook and saves itself."""
-
     def __init__(self, figure):
         self.figure = figure
 
@@ -498,6 +496,7 @@ class Picture:
 _BUILT_FROM = {"reduce_scatter": (-4.2, 5.0), "allreduce": (0.0, 5.0), "allgather": (4.2, 5.0),
                "reduce": (-2.2, 2.8), "broadcast": (2.2, 2.8), "gather": (-4.2, 0.6),
                "scatter": (4.2, 0.6), "alltoall": (0.0, -0.3)}
+_BEND_INTO = {"alltoall": -0.15}  # "n of them" arrows into the lowest box curve under the rest
 _MIRRORS = {"allreduce": (0.0, 3.2), "reduce_scatter": (-2.6, 2.0), "allgather": (2.6, 2.0),
             "reduce": (-2.6, 0.6), "broadcast": (2.6, 0.6), "gather": (-2.6, -0.8),
             "scatter": (2.6, -0.8), "alltoall": (0.0, -2.2)}
@@ -524,7 +523,7 @@ def _tag(ax, xy, text, colour, **kw):
 
 def _arrow(ax, a, b, colour, bend=0.0, label="", at=0.5, style="-|>", **kw):
     """An arrow from shape a to shape b (each a (patch, (x, y)) pair), labelled on the curve."""
-    from matplotlib.patches import FancyArrowPatch
+    from matplotlib.patches import FancyArrowPatch  # optional: jaxcoll[viz]
 
     ax.add_patch(FancyArrowPatch(a[1], b[1], patchA=a[0], patchB=b[0], arrowstyle=style,
                                  mutation_scale=16, lw=1.7, color=colour, zorder=2,
@@ -535,7 +534,7 @@ def _arrow(ax, a, b, colour, bend=0.0, label="", at=0.5, style="-|>", **kw):
 
 def _boxes(ax, places, notes):
     """A rounded box per primitive; returns {name: (box, (x, y))} for arrows to attach to."""
-    from matplotlib.patches import FancyBboxPatch
+    from matplotlib.patches import FancyBboxPatch  # optional: jaxcoll[viz]
 
     shapes = {}
     for name, (x, y) in places.items():
@@ -557,10 +556,8 @@ def relations(edges, transposes=()) -> Picture:
     (target = n of parts[0], one per root) or "reversed" (parts[0] run backwards is a target),
     label the algorithms it holds for; ``transposes``: (a, b) pairs, (a, a) for self-transposes.
     """
-    from collections import defaultdict
-
-    from matplotlib.figure import Figure
-    from matplotlib.lines import Line2D
+    from matplotlib.figure import Figure  # optional: jaxcoll[viz]
+    from matplotlib.lines import Line2D  # optional: jaxcoll[viz]
 
     labels = defaultdict(list)  # (kind, parts, target) -> the algorithms it holds for
     for kind, parts, target, label in edges:
@@ -586,7 +583,7 @@ def relations(edges, transposes=()) -> Picture:
 
 def _built_from_panel(ax, labels) -> None:
     """Concatenations (a + sign between the parts and the whole) and "n of them" arrows."""
-    from matplotlib.patches import Circle
+    from matplotlib.patches import Circle  # optional: jaxcoll[viz]
 
     shape = _boxes(ax, _BUILT_FROM, {})
     for (kind, parts, target), algorithms in labels.items():
@@ -606,7 +603,7 @@ def _built_from_panel(ax, labels) -> None:
                     ha="center" if x else "left" if side > 0 else "right",
                     bbox=dict(boxstyle="round,pad=0.3", facecolor="#eef3fa", edgecolor="none"))
         elif kind == "n of them":
-            bend = -0.15 if target == "alltoall" else 0.0
+            bend = _BEND_INTO.get(target, 0.0)
             _arrow(ax, shape[parts[0]], shape[target], colour, bend, "×n", at=0.72, linestyle=":")
             _tag(ax, _arc_point(_BUILT_FROM[parts[0]], _BUILT_FROM[target], bend, 0.38),
                  "\n".join(algorithms), colour)
@@ -630,7 +627,7 @@ def over_sizes(sizes, seconds: dict, *, bound=None, picks=(), title: str = "") -
     in two panels: the times, log-log, with ``bound`` (the lower bound at each size) dashed;
     and each time over the bound (over the fastest, without one). ``picks``: [(first size,
     name)] where the choice changes, drawn dotted."""
-    from matplotlib.figure import Figure
+    from matplotlib.figure import Figure  # optional: jaxcoll[viz]
 
     sizes = np.asarray(sizes, float)
     floor = np.asarray(bound, float) if bound is not None else np.min(list(seconds.values()), 0)
@@ -674,7 +671,7 @@ def size_label(nbytes: float) -> str:
 def step_by_step(first, second, labels=("first", "second"), title: str = "") -> Picture:
     """Two runs' values (e.g. losses) step by step, and below, their relative difference on a
     log scale (steps where they agree bit for bit drawn as open circles at the bottom)."""
-    from matplotlib.figure import Figure
+    from matplotlib.figure import Figure  # optional: jaxcoll[viz]
 
     first, second = np.asarray(first, float), np.asarray(second, float)
     scale = np.maximum(np.abs(first), np.finfo(float).tiny)  # a zero value: no inf, no NaN

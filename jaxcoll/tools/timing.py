@@ -17,15 +17,22 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
-from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
 
+from jaxcoll.analysis.model import (
+    Calibration,
+    _fit_line,
+    _priced,
+    default_calibration,
+    schedule_bytes,
+    schedule_for,
+)
+from jaxcoll.analysis.topology import shared, simulate
+from jaxcoll.ir.families import SCHEDULES, two_level
 from jaxcoll.lowering._compat import all_processes_here
 from jaxcoll.tools.check import call_collective
-from jaxcoll.tools.distributed import gather
-from jaxcoll.ir.families import SCHEDULES, two_level
-from jaxcoll.analysis.model import (Calibration, _fit_line, _priced, calibration, schedule_bytes, schedule_for,
-                    transport)
-from jaxcoll.analysis.topology import shared, simulate
+from jaxcoll.tools.distributed import gather, transport
 
 
 def largest_exact(dtype) -> int:
@@ -130,14 +137,14 @@ def calibrate(mesh_or_n=None, *, sizes=(1 << 8, 1 << 12, 1 << 16, 1 << 20, 1 << 
     ``mesh_or_n``: a Mesh (all its axes form the ring) or a device count (the first n devices;
     default all). Under ``python -m jaxcoll.tools.launch`` (several processes) it measures the
     transport between them, every process gets the same numbers (:func:`agreed_median`), and
-    the result is for :func:`~jaxcoll.analysis.model.transport` ``"gloo"``. ``primitives`` (e.g.
+    the result is for :func:`~jaxcoll.tools.distributed.transport` ``"gloo"``. ``primitives`` (e.g.
     ``("allreduce",)``): also time every algorithm of those at ``algorithm_sizes`` bytes per
     rank and fit its per-algorithm factors (see :class:`Calibration`; a minute or more: every
     algorithm compiles at every size).
     ``links="shared"`` (with ``primitives``): instead of per-algorithm factors, fit one shared
     medium's α per round, overhead per message and β per byte to all those times (what
-    processes of one host over loopback are: ``jaxcoll/analysis/calibrations/gloo.json``). Returns the
-    Calibration; pass it to :func:`set_calibration` to use it.
+    processes of one host over loopback are: ``jaxcoll/analysis/calibrations/gloo.json``).
+    Returns the Calibration; pass it to :func:`set_calibration` to use it.
     """
     if links not in ("port", "shared") or (links == "shared" and not primitives):
         raise ValueError(f"calibrate: links={links!r}: 'port', or 'shared' with primitives "
@@ -268,7 +275,7 @@ def _shared_fit(plain: Calibration, n: int, measured: dict) -> Calibration:
     unit = [dict(alpha=1.0, overhead=0.0, beta=0.0), dict(alpha=0.0, overhead=1.0, beta=0.0),
             dict(alpha=0.0, overhead=0.0, beta=1.0)]
     features, seconds = [], []
-    traced = calibration()  # what the timed programs cut their pieces with
+    traced = default_calibration()  # what the timed programs cut their pieces with
     for primitive, points in measured.items():
         for algorithm, nbytes, took in points:
             schedule = schedule_for(primitive, algorithm, n, nbytes, traced)

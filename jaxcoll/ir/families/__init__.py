@@ -12,9 +12,21 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Callable
 
+from jaxcoll.ir.families import (
+    binomial,
+    bruck,
+    chain,
+    composite,
+    hierarchical,
+    naive,
+    pat,
+    recursive,
+    ring,
+    swing,
+    tree,
+    two_shot,
+)
 from jaxcoll.ir.schedules import Schedule
-from jaxcoll.ir.families import (binomial, bruck, chain, composite, hierarchical, naive, pat, recursive, ring, swing,
-               tree, two_shot)
 
 # Pipelined trees cut messages into pieces of about this size, at most MAX_PIECES. Each piece
 # costs the tree's rounds again in latency (α); on 8 fake CPU devices 1 MiB pieces made a 16 MiB

@@ -15,8 +15,8 @@ number of ranks holding it doubles every round.
 
 from __future__ import annotations
 
-from jaxcoll.ir.schedules import Schedule, Transfer
 from jaxcoll.ir.families.tree import relabel, rooted_broadcast
+from jaxcoll.ir.schedules import Schedule, Transfer
 
 
 def children(v: int, n: int) -> list[int]:

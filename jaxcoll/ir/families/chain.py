@@ -10,8 +10,8 @@ into ``pieces`` chunks, each rank passing piece p on as soon as it has it.
 
 from __future__ import annotations
 
-from jaxcoll.ir.schedules import Schedule
 from jaxcoll.ir.families.tree import rooted_broadcast
+from jaxcoll.ir.schedules import Schedule
 
 
 def broadcast(n: int, root: int = 0, pieces: int = 1) -> Schedule:

@@ -7,8 +7,8 @@
   binomial gather of the n chunks into the root.
 """
 
-from jaxcoll.ir.schedules import Schedule
 from jaxcoll.ir.families import binomial, ring
+from jaxcoll.ir.schedules import Schedule
 
 
 def scatter_allgather_broadcast(n: int, root: int = 0) -> Schedule:

@@ -28,8 +28,8 @@ from typing import Callable
 
 import numpy as np
 
-from jaxcoll.ir.schedules import Schedule, Transfer
 from jaxcoll.ir.families import ring
+from jaxcoll.ir.schedules import Schedule, Transfer
 
 Shape = tuple[int, ...]  # the levels' sizes, outermost first
 

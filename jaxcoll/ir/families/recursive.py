@@ -93,7 +93,6 @@ def _doubling(n: int) -> list:
 
 def allreduce(n: int) -> Schedule:
     """Recursive-doubling allreduce: partners swap and add whole buffers, log2 n rounds."""
-    p = _power_below(n)
     whole = lambda _: [0]  # noqa: E731
     exchanges = [_exchanges(n, d, lambda _: [0], reduce=True, whole=True)
                  for d in _distances(n)]

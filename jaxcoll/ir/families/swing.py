@@ -44,8 +44,8 @@ from functools import lru_cache
 
 import numpy as np
 
-from jaxcoll.ir.schedules import Round, Schedule, Symmetry, Transfer
 from jaxcoll.ir.families.recursive import _power_below
+from jaxcoll.ir.schedules import Round, Schedule, Symmetry, Transfer
 
 
 def rho(step: int) -> int:

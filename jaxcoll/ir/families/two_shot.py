@@ -10,8 +10,8 @@ owners' sums go round a ring allgather.
   k crosses k links). Compressed, each value is quantized at most twice (compression.py).
 """
 
-from jaxcoll.ir.schedules import Schedule, Transfer, rotating
 from jaxcoll.ir.families import ring
+from jaxcoll.ir.schedules import Schedule, Transfer, rotating
 
 
 def pairwise_reduce_scatter(n: int) -> Schedule:

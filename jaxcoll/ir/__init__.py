@@ -1,0 +1,1 @@
+"""Schedule IR: records, schedules, verifier, families, MSCCL XML. Imports: numpy; no JAX."""

@@ -1,0 +1,1 @@
+"""Lowering: plan, validation, both executors, streams, primitives. Imports: ir, analysis; JAX."""

@@ -1,0 +1,1 @@
+"""Tools: bench, timing, calibration, auto's policy, processes, pictures, CLI. Any layer."""
