@@ -89,8 +89,8 @@ def test_no_import_circle():
             elif target in on_stack:
                 low[node] = min(low[node], index[target])
         if low[node] == index[node]:
-            part = set()
-            while not part or member != node:
+            part, member = set(), None
+            while member != node:
                 member = stack.pop()
                 on_stack.discard(member)
                 part.add(member)
@@ -129,6 +129,20 @@ def test_function_local_imports_are_optional_dependencies_with_a_comment():
             if target.split(".")[0] not in OPTIONAL or not commented:
                 local.append(f"{module}:{line} imports {target} inside a function")
     assert local == []
+
+
+def test_modules_run_with_dash_m_are_not_imported_by_the_package():
+    """``python -m jaxcoll.tools.launch`` imports the package first: a module it imports already
+    would run twice (runpy's RuntimeWarning, two copies of its globals)."""
+    graph, seen, todo = _graph(), set(), ["jaxcoll"]
+    while todo:
+        module = todo.pop()
+        if module not in seen:
+            seen.add(module)
+            todo.extend(graph[module])
+    scripts = {module for module, tree in TREES.items() for node in tree.body
+               if isinstance(node, ast.If) and "__main__" in ast.unparse(node.test)}
+    assert scripts and scripts & seen == set()
 
 
 def _compared_names(node) -> set[str]:

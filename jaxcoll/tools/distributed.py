@@ -11,7 +11,7 @@ unchanged in three places:
 - alone: one process, nothing to do.
 
 After it, ``jax.devices()`` lists every process's devices (process 0's first), so a mesh over
-them spans the processes and jaxcoll's ``ppermute``s cross them where ranks do. Under the
+them spans the processes and jaxcoll's ``ppermute`` calls cross them where ranks do. Under the
 launcher it first moves native code's output (file descriptors 1 and 2: gloo's C++, XLA's logs)
 to the launcher's pipes for it, so that what Python prints reaches the launcher in whole lines.
 """
@@ -28,13 +28,12 @@ import jax
 import numpy as np
 from jax.experimental import multihost_utils
 
-from jaxcoll.tools.launch import NATIVE_OUTPUT_FDS
-
 # What python -m jaxcoll.tools.launch sets for each process it starts.
 COORDINATOR = "JAX_COORDINATOR_ADDRESS"
 NUM_PROCESSES = "JAX_NUM_PROCESSES"
 PROCESS_ID = "JAX_PROCESS_ID"
 DEVICES_PER_PROCESS = "JAX_NUM_CPU_DEVICES"  # read by JAX itself (config jax_num_cpu_devices)
+NATIVE_OUTPUT_FDS = "JAXCOLL_LAUNCH_NATIVE_OUTPUT_FDS"  # the pipes for native code's output
 
 
 def transport() -> str:

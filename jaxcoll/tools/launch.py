@@ -40,6 +40,10 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+# In a process's environment: "OUT,ERR", its file descriptors for native output (see the
+# module's docstring); jaxcoll.tools.distributed.initialize() takes them (and removes it).
+from jaxcoll.tools.distributed import NATIVE_OUTPUT_FDS
+
 POLL_SECONDS = 0.05
 
 
@@ -66,10 +70,6 @@ def rank_environment(rank: int, nproc: int, devices: int, port: int,
     })
     return env
 
-
-# In a process's environment: "OUT,ERR", its file descriptors for native output (see the
-# module's docstring); jaxcoll.tools.distributed.initialize() takes them (and removes the variable).
-NATIVE_OUTPUT_FDS = "JAXCOLL_LAUNCH_NATIVE_OUTPUT_FDS"
 
 
 def _stream(pipe, label: str, out, lock: threading.Lock) -> None:
