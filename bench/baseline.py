@@ -3,10 +3,10 @@
     python bench/baseline.py --op allreduce --sizes 16MiB
     python bench/baseline.py --op broadcast --sizes 1KiB,16MiB
 
-Every program is compiled, checked and warmed up first; then the algorithms run in alternation
-(A B C A B C ...) so that drift on a shared machine hits all alike, and medians are reported.
-Sizes are bytes of float32 input per device. The nccl-tests style benchmark, with nccl-tests'
-size conventions, busbw and more options, is ``python -m jaxcoll.tools.bench`` (bench/collectives.py);
+Every program is compiled, checked and warmed up first; then the algorithms run in alternation (A
+B C A B C ...) so that drift on a shared machine hits all alike, and medians are reported. Sizes
+are bytes of float32 input per device. The nccl-tests style benchmark, with nccl-tests' size
+conventions, busbw and more options, is ``python -m jaxcoll.tools.bench`` (bench/collectives.py);
 this script shares its helpers.
 """
 

@@ -1,4 +1,5 @@
-"""The nccl-tests style benchmark: ``python bench/collectives.py`` = ``python -m jaxcoll.tools.bench``.
+"""The nccl-tests style benchmark: ``python bench/collectives.py`` is
+``python -m jaxcoll.tools.bench``.
 
     python bench/collectives.py -b 1K -e 16M -f 4 --op allreduce,allgather --plot sweep.png
 

@@ -5,8 +5,8 @@ this project).
     python bench/msccl_library.py DIR [--run] [--markdown]
 
 For every ``*.xml`` in DIR: load it by the runtimes' rules (jaxcoll.ir.msccl), verify it, and
-price it with jaxcoll.simulate on N fully connected MI300X GPUs (jaxcoll.analysis.systems.mi300x: every
-transfer of a round at once, as one MSCCL kernel runs them) at the largest size the file is
+price it with jaxcoll.simulate on N fully connected MI300X GPUs (jaxcoll.analysis.systems.mi300x:
+every transfer of a round at once, as one MSCCL kernel runs them) at the largest size the file is
 chosen for (its maxBytes; 1 MiB where it has none), beside the fastest registered jaxcoll
 algorithm and synthesize's schedule there (allreduce, allgather, reduce_scatter) for the same
 primitive, ranks and size. ``--run``: files of at most 8 GPUs also run on 8 fake CPU devices,

@@ -17,7 +17,8 @@ import time
 from jaxcoll.analysis import synthesize
 from jaxcoll.analysis.topology import nodes, ring, switch, torus
 
-NVLINK, NIC = (3e-6, 1 / 370e9), (1e-5, 1 / 50e9)  # (α s, β s/B): H100-like, jaxcoll.analysis.systems
+# (α s, β s/B): H100-like, as jaxcoll.analysis.systems
+NVLINK, NIC = (3e-6, 1 / 370e9), (1e-5, 1 / 50e9)
 ICI = dict(alpha=1e-6, beta=1 / 45e9)  # a TPU-like torus link
 PRESETS = (
     switch(8, alpha=5e-6, beta=1 / 370e9),

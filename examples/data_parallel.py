@@ -14,7 +14,7 @@ batch (``P("dp")``). Inside one ``jax.jit(jax.shard_map(...))`` step it computes
 averages them (and the loss) over ``"dp"`` with one ``jaxcoll.ring_allreduce`` call, which is
 what PyTorch DDP does for you, and applies the same optax update as every other device.
 ``check_vma=False`` so that ``jax.grad`` returns each device's own gradient (with the check
-on, JAX sums the gradients of replicated parameters itself; README: "check_vma"). Needs optax
+on, JAX sums the gradients of replicated parameters itself; docs/guide/typing.md). Needs optax
 (``pip install -e ".[examples]"``).
 """
 

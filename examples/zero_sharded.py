@@ -79,7 +79,8 @@ def make_zero_step(mesh, optimizer, state_specs):
         param_blocks = jax.tree.map(lambda p: my_block(p, n), params)
         updates, state = optimizer.update(grad_blocks, state, param_blocks)
         new_blocks = optax.apply_updates(param_blocks, updates)
-        # The blocks come first: the allgather waits for the reduce_scatter (README, jaxlib 0.10)
+        # The blocks come first: the allgather waits for the reduce_scatter (jaxlib 0.10:
+        # docs/guide/typing.md)
         flat, losses = jaxcoll.ring_allgather((new_blocks, loss[None]), AXIS, tiled=True)
         return jax.tree.map(unpadded, flat, params), state, losses.mean()  # losses: (n,)
     return step

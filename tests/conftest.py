@@ -1,6 +1,10 @@
 """8 fake CPU devices, set before any JAX work; sub-meshes of the first n devices give n = 1..8."""
 
 import os
+import shutil
+from pathlib import Path
+
+import pytest
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 # auto uses the shipped calibrations, never one measured (or cached) on this machine: the same
@@ -52,3 +56,27 @@ def pytest_collection_modifyitems(config, items):
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = [item for item in items if item not in dropped]
+
+
+# Debian's Chromium (apt-get install chromium): Playwright cannot download its own browser here
+CHROMIUM = next((path for path in ("/usr/bin/chromium", shutil.which("chromium"))
+                 if path and Path(path).exists()), None)
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                 "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """One headless Chromium per test module (Debian's, driven by Playwright)."""
+    sync_api = pytest.importorskip(
+        "playwright.sync_api", reason="the browser tests need Playwright: pip install -e "
+        "'.[test]' (or pip install playwright)")
+    if CHROMIUM is None:
+        pytest.skip("the browser tests need Chromium, found neither /usr/bin/chromium nor "
+                    "chromium on PATH: apt-get install -y chromium (Debian; Playwright's own "
+                    "download does not work without a network)")
+    with sync_api.sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()

@@ -170,7 +170,7 @@ def test_replicated_out_specs_under_either_check_vma():
 
 
 def test_grads_of_replicated_params_come_summed_under_check_vma():
-    """The training trap in README's check_vma section: with check_vma=True JAX itself sums the
+    """The training trap in docs/guide/typing.md: with check_vma=True JAX itself sums the
     gradient of a replicated (P()) parameter over the axis, so averaging it again gives the sum;
     pcast to 'varying' first (or check_vma=False) gives each rank its own gradient."""
     n = 4

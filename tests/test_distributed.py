@@ -241,7 +241,8 @@ def test_benchmark_runs_across_processes_and_rank_0_reports(tmp_path):
 
 
 @pytest.mark.parametrize("command", [["jaxcoll", "--ranks", "4"],
-                                     ["jaxcoll.tools.bench", "--devices", "4", "-b", "1K", "-e", "1K"]])
+                                     ["jaxcoll.tools.bench", "--devices", "4", "-b", "1K", "-e",
+                                      "1K"]])
 def test_a_mesh_that_leaves_a_process_out_is_refused(command):
     done = run_launcher(["--nproc", "2", "--devices-per-proc", "4", "--", PYTHON, "-m",
                          *command])
@@ -250,7 +251,8 @@ def test_a_mesh_that_leaves_a_process_out_is_refused(command):
 
 
 def test_alone_initialize_joins_nothing():
-    code = "import jaxcoll.tools.distributed as d; print(d.initialize()); import jax; print(jax.process_count())"
+    code = ("import jaxcoll.tools.distributed as d; print(d.initialize()); import jax; "
+            "print(jax.process_count())")
     done = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, timeout=120,
                           env=dict(CLEAN_ENV, JAX_PLATFORMS="cpu"))
     assert done.returncode == 0, done.stderr

@@ -297,8 +297,9 @@ def test_unreduced_inputs_and_reduced_results_as_lax(lax):
 def _compat_types(value):
     """(varying, unreduced, reduced) axes of a value's type."""
     aval = jax.typeof(value)
-    return (set(jaxcoll.lowering._compat.varying_axes(aval)), set(jaxcoll.lowering._compat.unreduced_only(aval)),
-            set(jaxcoll.lowering._compat.reduced_only(aval)))
+    compat = jaxcoll.lowering._compat
+    return (set(compat.varying_axes(aval)), set(compat.unreduced_only(aval)),
+            set(compat.reduced_only(aval)))
 
 
 @pytest.mark.parametrize("name", ["psum", "all_gather"])

@@ -24,7 +24,8 @@ def test_shipped_calibrations_load():
     for backend in ("cpu", "gloo", "gpu"):
         cal = jaxcoll.calibration(backend)
         assert cal.alpha > 0 and cal.beta > 0 and cal.source and cal.backend == backend
-    assert jaxcoll.calibration("gloo").links == "shared" and jaxcoll.tools.distributed.transport() == "cpu"
+    assert jaxcoll.calibration("gloo").links == "shared"
+    assert jaxcoll.tools.distributed.transport() == "cpu"
     assert jaxcoll.calibration() is jaxcoll.calibration("cpu")
 
 

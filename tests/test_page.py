@@ -5,7 +5,6 @@ symbolic.states proves and the cost model's bytes and times; then driven in a re
 import html as html_text
 import json
 import re
-import shutil
 from dataclasses import replace
 from pathlib import Path
 
@@ -19,12 +18,6 @@ from jaxcoll.ir.records import RECORDS
 from jaxcoll.ir.symbolic import ScheduleError, states
 from jaxcoll.analysis.topology import ring
 
-# Debian's Chromium (apt-get install chromium): Playwright cannot download its own browser here
-CHROMIUM = next((path for path in ("/usr/bin/chromium", shutil.which("chromium"))
-                 if path and Path(path).exists()), None)
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                 "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync"]
 CALIBRATION = jaxcoll.Calibration(alpha=5e-6, beta=1e-10, gamma=2e-11, backend="test")
 MiB = 1 << 20
 
@@ -152,22 +145,6 @@ def test_bad_input_is_named():
 
 
 # ----------------------------------------------------------------------------- in a browser
-
-@pytest.fixture(scope="module")
-def browser():
-    """One headless Chromium for the module (Debian's, driven by Playwright)."""
-    sync_api = pytest.importorskip(
-        "playwright.sync_api", reason="the browser tests need Playwright: pip install -e "
-        "'.[test]' (or pip install playwright)")
-    if CHROMIUM is None:
-        pytest.skip("the browser tests need Chromium, found neither /usr/bin/chromium nor "
-                    "chromium on PATH: apt-get install -y chromium (Debian; Playwright's own "
-                    "download does not work without a network)")
-    with sync_api.sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
-
 
 @pytest.fixture
 def tab(browser):

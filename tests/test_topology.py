@@ -1,6 +1,6 @@
-"""The topology simulator (jaxcoll.analysis.topology): equal to cost() where no link is shared, contention
-and concurrency priced by hand-derived numbers, routes, lower bounds on a topology, the published
-numbers it is checked against, and the scale it runs at. No JAX: plain arithmetic."""
+"""The topology simulator (jaxcoll.analysis.topology): equal to cost() where no link is shared,
+contention and concurrency priced by hand-derived numbers, routes, lower bounds on a topology,
+the published numbers it is checked against, and the scale it runs at. No JAX: plain arithmetic."""
 
 import numpy as np
 import pytest

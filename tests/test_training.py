@@ -269,7 +269,7 @@ def _loss(outs):
 
 def _derivatives(which: int):
     """jit of (grad of _loss, vjp with given cotangents, jvp with given tangents), each
-    waiting for the one before (jaxlib 0.10 CPU: README)."""
+    waiting for the one before (jaxlib 0.10 CPU: docs/guide/typing.md)."""
     collective = _all_functions(which)
 
     def all_three(xs, cotangents, tangents):

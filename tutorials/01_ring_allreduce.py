@@ -353,17 +353,16 @@ for scale in (1 / 3, 3):
     print(f"  if α were {a * scale * 1e6:.0f} µs instead: N₄ = {lesson.size_label(N4_other)}")
 
 # %% [markdown]
-# `gpu.json`, the GPU numbers of notebooks 01 to 03, is **not a measurement** but an estimate
-# for 8 H100s on NVSwitch. Its 1/β = 370.8 GB/s is the effective NVLink bandwidth NCCL's own
-# model uses (18 links x 20.6 GB/s), as `jaxcoll.analysis.systems.dgx("h100")` in notebooks 05 and 06.
+# `gpu.json`, the GPU numbers of notebooks 01 to 03, is **not a measurement** but an estimate for
+# 8 H100s on NVSwitch. Its 1/β = 370.8 GB/s is the effective NVLink bandwidth NCCL's own model
+# uses (18 links x 20.6 GB/s), as `jaxcoll.analysis.systems.dgx("h100")` in notebooks 05 and 06.
 # Its α = 15 µs per jaxcoll round (a `ppermute` launch and hop) is an assumption, larger than
 # NCCL's 3.4 µs ring step inside one kernel. N₄ is proportional to α, so without a measured α
-# (`jaxcoll.calibrate()` on the GPUs) the model cannot say at which size a real cluster sees
-# 4x. What it does say: "nearly 4x" is a point on a curve that rises from 1x for small messages
-# to n = 8x for large ones, not a property of the ring. The lecture gives no message size, so
-# we cannot tell where on the curve its A100 test was. (Another reading fits as well: a naive
-# version whose root receives and sends at the same time would have the byte ratio of section
-# 7, n/2 = 4.)
+# (`jaxcoll.calibrate()` on the GPUs) the model cannot say at which size a real cluster sees 4x.
+# What it does say: "nearly 4x" is a point on a curve that rises from 1x for small messages to n =
+# 8x for large ones, not a property of the ring. The lecture gives no message size, so we cannot
+# tell where on the curve its A100 test was. (Another reading fits as well: a naive version whose
+# root receives and sends at the same time would have the byte ratio of section 7, n/2 = 4.)
 #
 # Now measure on the fake devices: jaxcoll's naive and ring, calls of the two alternating,
 # median of 10, at three sizes.

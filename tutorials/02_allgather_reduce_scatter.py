@@ -235,8 +235,7 @@ assert np.isclose(rs + ag, ar) and np.isclose(rs + 2 * ag, 3 * (n - 1) / n)
 #    [Zhao et al. 2023](https://arxiv.org/abs/2304.11277)). That hides time behind compute; it
 #    moves no fewer bytes (notebook 07).
 #
-# <a id="check-vma"></a>
-# ## 7. `check_vma`: how shard_map types a collective's result
+# ## 7. `check_vma`: typed results
 #
 # Every value inside `shard_map` is typed either *invariant* over the axis (the same on every
 # rank) or *varying*. `out_specs=P()` returns one value for all ranks, and with the default
@@ -311,7 +310,7 @@ print("check_vma=False: each rank's own gradient\n"
       "check_vma=True after lax.pcast(..., to='varying'): each rank's own gradient again")
 
 # %% [markdown]
-# The README's [sharp bit](../README.md#sharp-bit-check_vma-typed-like-lax) has more
+# The docs' [page on typing](../docs/guide/typing.md) has more
 # (vmap, grad, eager shard_map); later notebooks link to this section.
 #
 # ## 8. A ZeRO-style sharded update

@@ -46,7 +46,7 @@ from IPython.display import Markdown
 
 import jaxcoll
 from jaxcoll import Schedule, Transfer
-from jaxcoll.lowering.execute import after             # after(value, previous): value, after previous
+from jaxcoll.lowering.execute import after    # after(value, previous): value, after previous
 import lesson                                 # tutorials/lesson.py: the notebooks' plumbing
 from lesson import AXIS, n, on_every_rank
 
@@ -271,7 +271,7 @@ assert is_a(S("allgather", "ring", 8).reversed("", reduce=True), "reduce_scatter
 # gather, allgatherᵀ = reduce_scatter; allreduce and alltoall are their own. jaxcoll's
 # transpose rules run the *dual* schedule (the reversal above). We compute `vjp` of A, run B
 # on the same `ct` (8 ranks, root 5) and compare both with numpy. (`after` orders the two
-# collectives of one program: the README's sharp bit on jaxlib 0.10's CPU runtime.)
+# collectives of one program: docs/guide/typing.md, on jaxlib 0.10's CPU runtime.)
 
 # %%
 ROOT, m = 5, 3                                  # m values per block

@@ -25,9 +25,9 @@
 # - what in-network reduction (NVLS, SHARP) does to the bytes bound;
 # - what `algorithm="auto"` picks and why (`jaxcoll.explain`), what its per-algorithm factors
 #   describe, what 8 fake CPU devices can and cannot tell you;
-# - pricing on **links** (`jaxcoll.simulate`, `jaxcoll.analysis.systems`) with NCCL's own parameters,
-#   and which published measurement tests it (one of three); why one NCCL kernel beats a chain
-#   of `ppermute`s; the double tree; which allreduce for 1024 GPUs in 128 nodes.
+# - pricing on **links** (`jaxcoll.simulate`, `jaxcoll.analysis.systems`) with NCCL's own
+#   parameters, and which published measurement tests it (one of three); why one NCCL kernel beats
+#   a chain of `ppermute`s; the double tree; which allreduce for 1024 GPUs in 128 nodes.
 #
 # **Prerequisites:** notebook 02, section 9 (recursive doubling, halving-doubling, Bruck,
 # hierarchical); notebook 03 (the broadcast trees); notebook 04, section 5 (the bounds).
@@ -51,8 +51,8 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 import jaxcoll
 from jaxcoll.tools import pictures
 from jaxcoll.analysis import systems
-from jaxcoll.analysis.model import ranking             # explain's ranking as data: [(algorithm, Cost)]
-from jaxcoll.analysis.model import schedule_for        # the schedule auto would run, in its pieces
+from jaxcoll.analysis.model import ranking       # explain's ranking: [(algorithm, Cost)]
+from jaxcoll.analysis.model import schedule_for  # the schedule auto would run, in its pieces
 import lesson                                 # tutorials/lesson.py: the notebooks' plumbing
 from lesson import AXIS, mesh, n, on_every_rank, size_label
 
@@ -357,9 +357,9 @@ print(f"compiled: psum {dict(psum_ops)}; ring {dict(ring_ops)} (in loops, run {2
 # %% [markdown]
 # ## 5. On links: a DGX H100, and what checks the model
 #
-# `jaxcoll.analysis.systems.dgx` builds nodes of 8 GPUs on an NVSwitch, NICs between nodes, with link
-# parameters from NCCL's topology model (the module cites each). Its NVLink α, 3.4 µs, is
-# NCCL's step inside one kernel; `gpu.json` assumes 15 µs per `ppermute` launched on its own
+# `jaxcoll.analysis.systems.dgx` builds nodes of 8 GPUs on an NVSwitch, NICs between nodes,
+# with link parameters from NCCL's topology model (the module cites each). Its NVLink α, 3.4 µs,
+# is NCCL's step inside one kernel; `gpu.json` assumes 15 µs per `ppermute` launched on its own
 # (point 2 above). `jaxcoll.simulate` prices a schedule on them, a round's transfers at once,
 # links shared in a round splitting their bandwidth. The H100 numbers used from here on, and
 # the simulated ring's busbw (section 2) against three published measurements:

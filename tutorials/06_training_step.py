@@ -110,10 +110,10 @@ for path, leaf in jax.tree_util.tree_leaves_with_path(params0):
 # [optax](https://optax.readthedocs.io) Adam update and the 8 copies stay identical. The
 # average is the allreduce, the only line that differs between our two steps.
 #
-# The step passes `check_vma=False`, so that `jax.grad` returns each device's own gradient.
-# With the check on, JAX would return the gradient of the replicated parameters already summed
-# over the devices, and a mean on top would give 8 times the mean: notebook 02,
-# [section 7](02_allgather_reduce_scatter.ipynb#check-vma), shows both and the alternative
+# The step passes `check_vma=False`, so that `jax.grad` returns each device's own gradient. With
+# the check on, JAX would return the gradient of the replicated parameters already summed over the
+# devices, and a mean on top would give 8 times the mean: notebook 02, [section
+# 7](02_allgather_reduce_scatter.ipynb#7-check_vma-typed-results), shows both and the alternative
 # (`lax.pcast`).
 
 # %%
@@ -197,7 +197,7 @@ print({order: repr(total) for order, total in orders.items()})
 #
 # Both runs start from the same parameters and see the same batches. We wait for each step
 # (`float(loss)`) before sending the next: with several steps in flight, jaxlib 0.10's CPU
-# runtime occasionally hung a collective (README, training notes).
+# runtime occasionally hung a collective (docs/guide/training.md).
 
 # %%
 def train(step):
@@ -263,9 +263,9 @@ print(f"lax.pmean: {in_jax} all-reduces as JAX lowers it, {in_xla} after XLA's c
 # `bucket_bytes=1` each leaf is its own: 98, for the same bytes. XLA does the same for the
 # built-in: its all-reduce combiner merges the all-reduces of `lax.pmean` of a tree.
 #
-# **What buckets are worth.** The bytes are the same either way; the difference is a start-up
-# per `ppermute`. We price it in the α-β-γ model with the CPU calibration, and on the links of
-# one DGX H100 (`jaxcoll.analysis.systems`, notebook 05), whose α of 3.4 µs is NCCL's step inside one
+# **What buckets are worth.** The bytes are the same either way; the difference is a start-up per
+# `ppermute`. We price it in the α-β-γ model with the CPU calibration, and on the links of one DGX
+# H100 (`jaxcoll.analysis.systems`, notebook 05), whose α of 3.4 µs is NCCL's step inside one
 # kernel (`gpu.json` assumes 15 µs per jaxcoll round, a `ppermute` launched on its own):
 
 # %%
@@ -286,8 +286,9 @@ for where, price in PRICES.items():
 # %% [markdown]
 # For gradients this small (about 22 KiB, printed above) the time is almost all start-ups, on
 # either, so one bucket wins by nearly the number of buckets. On fake CPU devices, where every
-# byte moved is a memory copy, the README's benchmark found large buckets *losing* to smaller
-# ones; on real links the model says the opposite. Bucket size is a measured choice.
+# byte moved is a memory copy, the training benchmark (docs/guide/training.md) found large buckets
+# *losing* to smaller ones; on real links the model says the opposite. Bucket size is a measured
+# choice.
 #
 # ## 6. Buckets and the backward pass: what DDP overlaps, and what happens here
 #

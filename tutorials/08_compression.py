@@ -201,7 +201,7 @@ assert ring2.rounds == two_shot2.rounds
 # `jaxcoll.allreduce_with_feedback(grads, residual, axis, compress=...)` returns the average and
 # this rank's new residual; summed over ranks, the residuals are exactly what the average
 # lacks. (The step below needs `check_vma=False`: see
-# [notebook 02](02_allgather_reduce_scatter.ipynb#check-vma).)
+# [notebook 02](02_allgather_reduce_scatter.ipynb#7-check_vma-typed-results).)
 #
 # The trap needs gradients of very different sizes sharing a block. Build the smallest training
 # run that has it: 128 parameters; one in every 16 (one in each of the 8 chunks the allreduce

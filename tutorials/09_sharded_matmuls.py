@@ -98,7 +98,7 @@ print("each one moves values; none changes them")
 # %% [markdown]
 # `allgather_rule` returns every device's copy, not `P()`, because JAX types an AllGather's
 # result as varying per device
-# ([notebook 02, section 7](02_allgather_reduce_scatter.ipynb#check-vma)).
+# ([notebook 02, section 7](02_allgather_reduce_scatter.ipynb#7-check_vma-typed-results)).
 #
 # What each costs per device, from `jaxcoll.cost` with α = 0 and β = 1 (its "seconds" are
 # then bytes). N is the array a device ends with (AllGather) or starts from (the others):

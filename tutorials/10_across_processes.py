@@ -17,8 +17,9 @@
 #
 # **What you will learn**
 #
-# - how `python -m jaxcoll.tools.launch` starts P processes and how `jaxcoll.tools.distributed.initialize()`
-#   joins them into one mesh, so that unchanged jaxcoll code runs across them;
+# - how `python -m jaxcoll.tools.launch` starts P processes and how
+#   `jaxcoll.tools.distributed.initialize()` joins them into one mesh, so that unchanged jaxcoll
+#   code runs across them;
 # - that `jaxcoll.ring_allreduce` still equals `lax.psum` bit for bit, and still compiles to
 #   nothing but `collective-permute`s: 2(n-1) exchanges of N/n bytes, counted in the program
 #   the processes ran;
@@ -132,19 +133,18 @@ print(f"the gloo calibration: α = {gloo.alpha * 1e6:.0f} µs a round, {gloo.ove
       f"a message, {gloo.beta * 1e9:.2f} ns a byte")
 
 # %% [markdown]
-# The ring is two loops, reduce-scatter then allgather, each running one `collective-permute`
-# of N/n = 100 kB n-1 = 3 times: 6 exchanges and 1.5 N = 2(n-1)/n·N bytes per rank, exactly
-# the schedule's count and the bound. `auto` knew it runs across processes
-# (`jaxcoll.tools.distributed.transport()` is `"gloo"`), so it ranked the algorithms with the calibration
-# measured over gloo, not the one-process one (the one shipped with jaxcoll, which
-# `JAXCOLL_CALIBRATE=0` above makes it use: a machine's own measurements, kept in its
-# calibration cache, could rank another algorithm first), and compiled to
-# `collective-permute`s only:
+# The ring is two loops, reduce-scatter then allgather, each running one `collective-permute` of
+# N/n = 100 kB n-1 = 3 times: 6 exchanges and 1.5 N = 2(n-1)/n·N bytes per rank, exactly the
+# schedule's count and the bound. `auto` knew it runs across processes
+# (`jaxcoll.tools.distributed.transport()` is `"gloo"`), so it ranked the algorithms with the
+# calibration measured over gloo, not the one-process one (the one shipped with jaxcoll, which
+# `JAXCOLL_CALIBRATE=0` above makes it use: a machine's own measurements, kept in its calibration
+# cache, could rank another algorithm first), and compiled to `collective-permute`s only:
 # recursive doubling, 2 exchanges of the whole buffer, 2 N per rank. Fewer exchanges for more
 # bytes: the gloo calibration charges ~410 µs a round and ~100 µs a message (printed), which at
-# 400 kB outweighs the extra bytes.
-# `psum` is a single `all-reduce`, and here is what each op does at run time, in XLA's CPU
-# runtime with gloo (`xla/backends/cpu/collectives/gloo_communicator.cc`):
+# 400 kB outweighs the extra bytes. `psum` is a single `all-reduce`, and here is what each op does
+# at run time, in XLA's CPU runtime with gloo
+# (`xla/backends/cpu/collectives/gloo_communicator.cc`):
 #
 # - **`all-reduce`** (`psum`) is **one call** to `gloo::allreduce`, and XLA asks it for
 #   gloo's **ring** algorithm: the same algorithm as jaxcoll's ring, and the same bytes, but
@@ -313,7 +313,7 @@ assert sorted(str(t) for r in back.rounds for t in r) == sorted(
 # There XLA turns `psum` into one NCCL all-reduce kernel (ring or tree, NCCL's choice, with
 # the steps pipelined on the GPU), and each `ppermute` into an NCCL send/recv pair. The same
 # trade-off applies: jaxcoll's algorithms pay one launch per round, which is why `auto`
-# needs a calibration measured on those links (README, "Several processes and hosts").
+# needs a calibration measured on those links (docs/guide/processes.md).
 #
 # ## Try it
 #

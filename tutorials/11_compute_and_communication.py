@@ -421,7 +421,7 @@ print("jaxcoll's step == lax's step == the one-device step")
 # the AllReduce's other half (notebook 02). With a layer before this one, `jax.grad` would
 # add TP's backward AllReduce (for the replicated input) as JAX's own `psum` (09, section
 # 7). One AllGather for both weights (a bucket, notebook 06) also keeps the collectives in
-# one chain, as jaxlib 0.10's CPU runtime needs (README's sharp bits). Traced and compiled:
+# one chain, as jaxlib 0.10's CPU runtime needs (docs/guide/typing.md). Traced and compiled:
 
 # %%
 traced = re.findall(r"jaxcoll_(\w+)", str(jax.make_jaxpr(jaxcoll_step)(params, x, y)))

@@ -2,7 +2,8 @@
 
 Run as a script under the launcher, it is one process of the run:
 
-    python -m jaxcoll.tools.launch --nproc 4 --devices-per-proc 1 -- python tutorials/_across_processes_demo.py
+    python -m jaxcoll.tools.launch --nproc 4 --devices-per-proc 1 -- \
+        python tutorials/_across_processes_demo.py
 
 Each process joins the others, builds one mesh of every process's devices, and runs the same
 allreduce three ways (jaxcoll's ring, lax.psum, jaxcoll's auto) on integer-valued float32

@@ -6,7 +6,7 @@ builds the mesh of every device JAX has, under one axis named ``AXIS``.
 
 Each program built here runs one collective, or collectives that depend on each other: on
 jaxlib 0.10's CPU runtime two *independent* collectives in one jitted program can crash the
-process (README, "Sharp bit: jaxlib 0.10 on CPU runs independent collectives into each other").
+process (docs/guide/typing.md, "jaxlib 0.10 on CPU runs independent collectives into each other").
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ contribution to any result is quantized (``d``); every partial sum of a block ha
 most ΣM = Σ_r M_r (M_r: rank r's largest input magnitude in that block) plus the errors so
 far, so after d quantizations and float32 adds of n values
 
-    |result - exact sum| <= ((1 + u)^d - 1 + n·2^-24·(1 + u)^d) · ΣM       (:func:`error_bound`)
+    ``|result - exact sum| <= ((1 + u)^d - 1 + n·2^-24·(1 + u)^d) · ΣM``   (:func:`error_bound`)
 
 (plus d·2^-127 where a block is so small, below ~2^-119, that its scale stops at 2^-126).
 
@@ -131,7 +131,7 @@ def quantizations(schedule: Schedule, settle: bool) -> int:
 
 
 def error_bound(compress: Compress, d: int, n: int, total_max):
-    """The most |result - exact sum| can be, given ΣM (``total_max``, a number or an array):
+    """The most ``|result - exact sum|`` can be, given ΣM (``total_max``, a number or an array):
     ((1 + u)^d - 1 + n·2^-24·(1 + u)^d)·ΣM, plus d·2^-127 for blocks so small that their
     scale stops at 2^-126 (module docstring)."""
     grown = (1 + compress.unit) ** d

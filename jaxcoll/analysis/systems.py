@@ -2,6 +2,7 @@
 measurements the simulator is checked against (bench/MODEL.md, "Real links").
 
 Link parameters (per GPU, each way):
+
 - NVLink: the effective bandwidth NCCL's own topology model gives one NVLink (NVIDIA/nccl
   src/graph/topo.h: ``SM80_NVLINK_BW`` 20 GB/s for A100, ``SM90_NVLINK_BW`` 20.6 GB/s for H100)
   times the links per GPU (12 on A100, 18 on H100): 240 and 370.8 GB/s. The line rates are 300

@@ -7,7 +7,7 @@ One line per collective (``--op``), size (``-b`` to ``-e``, times ``-f``) and al
 columns: size, count, type, redop, root, time (median, us), algbw and busbw (GB/s), #wrong,
 and the time relative to ``xla`` in the same run.
 
-Size, count and bandwidth follow nccl-tests (doc/PERFORMANCE.md; src/*.cu, GetCollByteCount
+Size, count and bandwidth follow nccl-tests (doc/PERFORMANCE.md; ``src/*.cu``, GetCollByteCount
 and GetBw). The size S is the larger of one rank's input and output buffers, in bytes; count is
 the count argument of the NCCL call; algbw = S / time; busbw = algbw x a factor per collective
 that makes it comparable with the hardware's bandwidth whatever the rank count n:
@@ -33,12 +33,12 @@ number of result elements (all ranks) that differ from ``xla``'s, with zero tole
 wrong algorithm is reported, not hidden, and makes the exit status 1.
 
 Timing: each algorithm is one ``jit(shard_map(...))`` program with one collective over the n
-devices (one collective per program also avoids a jaxlib 0.10 CPU crash, see README). It is
-compiled and checked, then called ``--warmup`` times; then ``--iters`` rounds call every
-algorithm once each (A B C, B C A, ...: drift hits all alike), each call timed on the host up
-to ``block_until_ready`` (Python dispatch included; nccl-tests averages back-to-back launches
-instead). The table gives medians and "iqr", the interquartile range in % of the median; the
-json has min, quartiles, max and every sample.
+devices (one collective per program also avoids a jaxlib 0.10 CPU crash, docs/guide/typing.md). It
+is compiled and checked, then called ``--warmup`` times; then ``--iters`` rounds call every
+algorithm once each (A B C, B C A, ...: drift hits all alike), each call timed on the host up to
+``block_until_ready`` (Python dispatch included; nccl-tests averages back-to-back launches
+instead). The table gives medians and "iqr", the interquartile range in % of the median; the json
+has min, quartiles, max and every sample.
 
 Devices: on CPU, ``--devices N`` fake devices (``jax_num_cpu_devices``, set before JAX starts;
 if it has started already, the first N of its devices); otherwise all local devices. A single

@@ -116,7 +116,7 @@ def cases(n: int) -> list[tuple[str, str, int]]:
 
 def ours_and_reference(cases, inputs, ours, reference) -> list:
     """``[(ours(case, x), reference(case, x))]`` for many independent collectives in one
-    program; on jaxlib 0.10 CPU each waits for the one before (README: sharp bits)."""
+    program; on jaxlib 0.10 CPU each waits for the one before (docs/guide/typing.md)."""
     chain = after if serialize_collectives() else (lambda x, _: x)
     results, previous = [], ()
     for case, x in zip(cases, inputs):
