@@ -96,6 +96,25 @@ def test_bytes_and_times_are_the_cost_models():
     assert on_links.name in simulated["model"]
 
 
+def test_no_times_unless_a_calibration_or_topology_is_named(tmp_path):
+    """Without either, rounds and bytes only (the fake-CPU α is no hardware's), and the page
+    says so; ``draw --calibration`` names one on the command line."""
+    schedule = jaxcoll.schedule("allreduce", "ring", 4)
+    data = page_data(pictures.html(schedule, nbytes=MiB).text)
+    assert [r["seconds"] for r in data["rounds"]] == [None] * schedule.n_rounds
+    assert {r["time_text"] for r in data["rounds"]} == {"—"} and data["total_text"] is None
+    assert data["model"].startswith("no times") and "calibration=" in data["model"]
+    assert sum(r["bytes"] for r in data["rounds"]) == 6 * MiB  # bytes stay the schedule's
+    out = tmp_path / "priced.html"
+    assert main(["draw", "allreduce", "ring", "--n", "4", "--calibration", "cpu",
+                 "-o", str(out)]) == 0
+    priced = page_data(out.read_text(encoding="utf-8"))
+    cpu = jaxcoll.calibration("cpu")
+    assert sum(r["seconds"] for r in priced["rounds"]) == pytest.approx(jaxcoll.cost(
+        schedule, MiB, alpha=cpu.alpha, beta=cpu.beta, gamma=cpu.gamma).seconds)
+    assert "cpu calibration" in priced["model"]
+
+
 def test_a_broken_or_unlabelled_schedule_is_drawn_with_what_verify_says():
     ring_ = jaxcoll.schedule("allreduce", "ring", 4)
     half = Schedule("half", 4, 4, ring_.rounds[:3], "allreduce")
@@ -234,6 +253,15 @@ def test_stepping_to_the_last_round_shows_what_verify_proves(tab, tmp_path, name
     shown = opened.cells()
     assert {key: shown[key] for key in promised(schedule)} == promised(schedule)
     assert opened.close() == ([], [])  # no request, no console or page error
+
+
+def test_an_unpriced_page_says_it_shows_no_times(tab, tmp_path):
+    opened = Opened(tab, pictures.html(jaxcoll.schedule("broadcast", "binomial", 1),
+                                       tmp_path / "one.html"))
+    summary = tab.text_content("#summary")
+    assert "1 rank (rows) x 1 chunk (columns), 0 rounds" in summary  # singular where it is one
+    assert "no times" in summary and " takes " not in summary
+    assert opened.errors == [] and opened.blocked == []
 
 
 def test_arrow_keys_step_forward_and_back(tab, tmp_path):

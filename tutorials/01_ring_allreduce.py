@@ -275,9 +275,11 @@ print("every collective-permute of the hand ring has source_target_pairs", sorte
 lesson.show(ring4)
 
 # %% [markdown]
-# The same ring to step through: Next or → plays a round, with its arrows, the bytes it moves
-# and its time in the model; the colours are the verifier's states. `jaxcoll.tools.pictures.html`
-# draws any schedule this way (`-o ring.html` on the shell writes the page to a file).
+# The same ring to step through: Next or → plays a round, with its arrows and the bytes it
+# moves; the colours are the verifier's states. It shows times only for hardware you name
+# (`calibration=jaxcoll.calibration()`: this machine's fake devices; `topology=`: links).
+# `jaxcoll.tools.pictures.html` draws any schedule this way (`-o ring.html` on the shell writes
+# the page to a file).
 
 # %%
 jaxcoll.tools.pictures.html(ring4)

@@ -17,6 +17,7 @@ from jaxcoll.ir.schedules import ScheduleError
 from jaxcoll.ir.symbolic import verify
 from jaxcoll.tools import calibration_cache as cache
 from jaxcoll.tools import distributed, pictures
+from jaxcoll.tools.auto import calibration
 from jaxcoll.tools.bench import ops_arg
 from jaxcoll.tools.check import format_table, run_checks
 from jaxcoll.tools.console import format_size, parse_size, start_jax
@@ -36,6 +37,10 @@ def draw_main(argv) -> int:
                              "outermost first: 2,4 or 2,2,2")
     parser.add_argument("--root", type=int, default=0)
     parser.add_argument("--pieces", type=int, default=1, help="pipeline pieces (trees)")
+    parser.add_argument("--calibration", choices=("cpu", "gloo", "gpu"), default=None,
+                        help=".html: price each round with this calibration (jaxcoll.calibration"
+                             "(...): this machine's if measured, else the shipped one); without "
+                             "it the page shows rounds and bytes, no times")
     parser.add_argument("-o", "--output", required=True,
                         help="a .png, a .gif to animate, or a .html page to step through")
     args = parser.parse_args(argv)
@@ -51,7 +56,8 @@ def draw_main(argv) -> int:
         parser.error(str(error))
     suffix = args.output.lower().rsplit(".", 1)[-1]
     if suffix in ("html", "htm"):
-        path = pictures.html(schedule, args.output)
+        named = None if args.calibration is None else calibration(args.calibration)
+        path = pictures.html(schedule, args.output, calibration=named)
     else:
         path = pictures.draw(schedule, args.output, gif=suffix == "gif")
     print(f"wrote {path}: {schedule!r}")

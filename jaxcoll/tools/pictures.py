@@ -5,8 +5,9 @@ every rank whose data it holds (one colour: a copy of that rank's chunk; all col
 reduction), grey if it holds nothing yet. Arrows are the round's transfers: solid for copies,
 dashed for reductions.
 
-:func:`html` writes the same states as one self-contained HTML page that steps through the
-rounds (keys, buttons, slider, play) with each round's bytes and modeled time; no matplotlib.
+:func:`html` writes the same states as one self-contained HTML page that steps through the rounds
+(keys, buttons, slider, play) with each round's bytes (and time, where a calibration or topology
+is named); no matplotlib.
 
 Also pictures for the tutorials (:class:`Picture`, shown inline in a notebook): how the
 primitives relate (:func:`relations`), predicted times over message size against the lower
@@ -26,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from jaxcoll.analysis.model import cost, default_calibration
+from jaxcoll.analysis.model import Calibration, cost
 from jaxcoll.analysis.topology import chunk_bytes, simulate
 from jaxcoll.ir.records import RECORDS
 from jaxcoll.ir.schedules import Schedule
@@ -185,9 +186,10 @@ def html(schedule: Schedule, path=None, *, nbytes: float = 1 << 20, calibration=
 
     Each rank's buffer is a row of chunks coloured by whose data they hold
     (:func:`jaxcoll.ir.symbolic.states`), the round's transfers are arrows, and each round's bytes
-    and time come from :func:`jaxcoll.cost` with ``calibration`` (default: the one ``auto``
-    uses here) for a buffer of ``nbytes`` per rank, or from :func:`jaxcoll.simulate` on
-    ``topology`` (or on a calibration's shared medium). Raises ScheduleError if a transfer is
+    for a buffer of ``nbytes`` per rank come from :func:`jaxcoll.cost`. Times only where named:
+    with ``calibration`` (e.g. ``jaxcoll.calibration()``, what ``auto`` uses here) from the
+    α-β-γ model, with ``topology`` from :func:`jaxcoll.simulate` (a calibration's shared medium
+    too); without either the page says it shows no times. Raises ScheduleError if a transfer is
     not possible; a schedule that breaks its primitive's promise is drawn, with verify's
     message; one without a primitive from allreduce's start, marked not verified.
     """
@@ -228,10 +230,11 @@ def _verified(schedule: Schedule) -> tuple[Schedule, str, str]:
 
 def _round_costs(schedule: Schedule, nbytes: float, calibration_, topology
                  ) -> tuple[list[dict], str]:
-    """Per round: bytes its transfers move, bytes the busiest rank sends and modeled seconds;
-    and a line naming the model."""
-    cal = calibration_ or default_calibration()
-    links = topology or cal.topology(schedule.n_ranks)
+    """Per round: bytes its transfers move, bytes the busiest rank sends and (where a
+    calibration or topology is named) seconds; and a line naming the model."""
+    timed = calibration_ is not None or topology is not None
+    cal = calibration_ or Calibration(0.0, 0.0, 0.0, "none")  # no times: bytes only
+    links = topology or (cal.topology(schedule.n_ranks) if timed else None)
     chunk = chunk_bytes(schedule, nbytes)
     rows, total = [], 0.0
     for round_ in schedule.rounds:
@@ -240,9 +243,15 @@ def _round_costs(schedule: Schedule, nbytes: float, calibration_, topology
         seconds = priced.seconds if links is None else simulate(alone, nbytes, links).seconds
         total += seconds
         moved = sum(len(t.chunks) for t in round_) * chunk
-        rows.append({"bytes": moved, "busiest": priced.bytes_sent, "seconds": seconds,
+        rows.append({"bytes": moved, "busiest": priced.bytes_sent,
+                     "seconds": seconds if timed else None,
                      "bytes_text": size_label(moved), "busiest_text": size_label(priced.bytes_sent),
-                     "time_text": _duration(seconds), "total_text": _duration(total)})
+                     "time_text": _duration(seconds) if timed else "—",
+                     "total_text": _duration(total) if timed else "—"})
+    if not timed:
+        return rows, ("no times: rounds and bytes only (no hardware was named: pass "
+                      "calibration=jaxcoll.calibration() or a topology; on the command line "
+                      "--calibration cpu, gloo or gpu)")
     if links is not None:
         return rows, f"simulated on {links.name} (jaxcoll.simulate)"
     return rows, (f"α-β-γ model (jaxcoll.cost), {cal.backend} calibration: α = "
@@ -275,7 +284,8 @@ def _page_data(schedule: Schedule, nbytes: float, calibration_, topology) -> dic
             "colours": _rank_colours(schedule.n_ranks), "empty": EMPTY,
             "verdict": verdict, "verdict_text": verdict_text,
             "nbytes_text": size_label(nbytes), "model": model,
-            "total_text": costs[-1]["total_text"] if costs else _duration(0.0),
+            "total_text": (costs[-1]["total_text"] if costs else _duration(0.0))
+            if calibration_ is not None or topology is not None else None,
             "states": [[[sorted(cell or ()) for cell in row] for row in state]
                        for state in history],
             "rounds": rounds}
@@ -397,7 +407,8 @@ function render() {
   $("now").innerHTML = "";
   $("now").append(round
     ? `round ${step - 1}: ${round.bytes_text} moved, the busiest rank sends `
-      + `${round.busiest_text}, ${round.time_text} (${round.total_text} so far): `
+      + `${round.busiest_text}`
+      + (round.seconds === null ? ": " : `, ${round.time_text} (${round.total_text} so far): `)
     : "before the first round: what each rank starts with");
   if (round) {
     const code = document.createElement("code");
@@ -435,9 +446,11 @@ function setUp() {
   $("title").textContent = data.name;
   const root = data.root === null ? "" : ` from root ${data.root}`;
   const what = data.primitive ? data.primitive + root : "no primitive";
-  $("summary").textContent = `${what}: ${data.n_ranks} ranks (rows) x ${data.n_chunks} chunks `
-    + `(columns), ${last} rounds; ${data.nbytes_text} per rank take ${data.total_text}, `
-    + `${data.model}.`;
+  const plural = (k, word) => `${k} ${word}${k === 1 ? "" : "s"}`;
+  const taking = data.total_text === null ? "" : ` takes ${data.total_text}`;
+  $("summary").textContent = `${what}: ${plural(data.n_ranks, "rank")} (rows) x `
+    + `${plural(data.n_chunks, "chunk")} (columns), ${plural(last, "round")}; `
+    + `${data.nbytes_text} per rank${taking}, ${data.model}.`;
   $("verdict").textContent = data.verdict_text;
   $("verdict").className = data.verdict;
   const legend = data.colours.map((c, r) => `<span><i class="swatch" style="background:${c}"></i>`
