@@ -264,6 +264,26 @@ def test_an_unpriced_page_says_it_shows_no_times(tab, tmp_path):
     assert opened.errors == [] and opened.blocked == []
 
 
+@pytest.mark.parametrize("name", ["binomial broadcast n=5 root 2", "ring allreduce n=4"])
+def test_a_rounds_destinations_are_outlined_and_the_legend_names_whose_data_shows(
+        tab, tmp_path, name):
+    schedule = SCHEDULES[name]()
+    opened = Opened(tab, pictures.html(schedule, tmp_path / "page.html"))
+    shown = {r for state in states(schedule) for row in state for cell in row
+             for r, _ in cell or ()}
+    legend = tab.text_content("#legend")
+    assert {r for r in range(schedule.n_ranks) if f"data of rank {r}" in legend} == shown
+    outlined = "cells => cells.map(c => [c.dataset.rank, c.dataset.chunk])"
+    assert tab.eval_on_selector_all("g.cell.changed-cell", outlined) == []  # the start
+    for k, round_ in enumerate(schedule.rounds):
+        tab.keyboard.press("ArrowRight")
+        assert opened.step() == k + 1
+        got = {(int(r), int(c)) for r, c in tab.eval_on_selector_all("g.cell.changed-cell",
+                                                                     outlined)}
+        assert got == {(t.dst, c) for t in round_ for c in t.into}
+    assert opened.errors == [] and opened.blocked == []
+
+
 def test_arrow_keys_step_forward_and_back(tab, tmp_path):
     schedule = jaxcoll.schedule("allreduce", "ring", 4)
     opened = Opened(tab, pictures.html(schedule, tmp_path / "ring.html",

@@ -54,13 +54,16 @@ def test_drawing_leaves_matplotlibs_backend_alone(tmp_path, monkeypatch):
     assert (tmp_path / "sweep.png").stat().st_size > 0
 
 
-def test_rank_colours_are_matplotlibs_tab10_and_tab20():
-    """Written out for the HTML page (which needs no matplotlib); draw uses the same."""
+def test_rank_colours_are_tols_muted_then_matplotlibs_tab20():
+    """Written out for the HTML page (which needs no matplotlib); draw uses the same: Paul
+    Tol's colour-blind-safe muted scheme up to 9 ranks, as published, then tab20."""
     from matplotlib import colormaps
     from matplotlib.colors import to_hex
 
     from jaxcoll.tools.pictures import _rank_colours
 
-    for n, name in ((10, "tab10"), (25, "tab20")):
-        cmap = colormaps[name]
-        assert _rank_colours(n) == [to_hex(cmap(i % cmap.N)) for i in range(n)]
+    muted = ["#cc6677", "#332288", "#ddcc77", "#117733", "#88ccee", "#882255", "#44aa99",
+             "#999933", "#aa4499"]
+    assert _rank_colours(9) == muted and _rank_colours(4) == muted[:4]
+    cmap = colormaps["tab20"]
+    assert _rank_colours(25) == [to_hex(cmap(i % cmap.N)) for i in range(25)]

@@ -37,17 +37,20 @@ EMPTY = "#e6e6e6"
 ARROW = "#111111"
 
 
-# matplotlib's tab10 and tab20, written out so that the HTML page needs no matplotlib
-_TAB10 = ("#1f77b4 #ff7f0e #2ca02c #d62728 #9467bd #8c564b #e377c2 #7f7f7f #bcbd22 "
-          "#17becf").split()
+# Paul Tol's "muted" scheme (personal.sron.nl/~pault): nine colours told apart with every
+# common colour-vision deficiency; beyond nine ranks matplotlib's tab20, which is not (the
+# cells' titles name the ranks). Written out so that the HTML page needs no matplotlib.
+MUTED = ("#cc6677 #332288 #ddcc77 #117733 #88ccee #882255 #44aa99 #999933 "
+         "#aa4499").split()
 _TAB20 = ("#1f77b4 #aec7e8 #ff7f0e #ffbb78 #2ca02c #98df8a #d62728 #ff9896 #9467bd #c5b0d5 "
           "#8c564b #c49c94 #e377c2 #f7b6d2 #7f7f7f #c7c7c7 #bcbd22 #dbdb8d #17becf "
           "#9edae5").split()
 
 
 def _rank_colours(n: int) -> list[str]:
-    """One colour per rank: tab10 up to 10 ranks, tab20 (repeating) beyond."""
-    palette = _TAB10 if n <= 10 else _TAB20
+    """One colour per rank: Tol's colour-blind-safe muted scheme up to 9 ranks, tab20
+    (repeating) beyond."""
+    palette = MUTED if n <= len(MUTED) else _TAB20
     return [palette[i % len(palette)] for i in range(n)]
 
 
@@ -282,6 +285,8 @@ def _page_data(schedule: Schedule, nbytes: float, calibration_, topology) -> dic
             "labels": chunk_labels(schedule),
             "cell": int(np.clip(480 // max(schedule.n_ranks, schedule.buffer_chunks), 10, 40)),
             "colours": _rank_colours(schedule.n_ranks), "empty": EMPTY,
+            "sources": sorted({r for state in history for row in state for cell in row
+                               for r, _ in cell or ()}),  # the ranks whose data it shows
             "verdict": verdict, "verdict_text": verdict_text,
             "nbytes_text": size_label(nbytes), "model": model,
             "total_text": (costs[-1]["total_text"] if costs else _duration(0.0))
@@ -312,6 +317,7 @@ _PAGE = """<!DOCTYPE html>
   svg text { font-size: 11px; fill: #444; }
   .arrow { fill: none; stroke: #111; stroke-width: 1.6; }
   .arrow.reduce { stroke-dasharray: 5 3; }
+  .changed { fill: none; stroke: #111; stroke-width: 2.5; }
   .legend span { display: inline-flex; align-items: center; gap: 4px; margin-right: 12px;
                  font-size: 12px; }
   .swatch { width: 12px; height: 12px; display: inline-block; }
@@ -368,7 +374,7 @@ function labels() {
   return out.join("");
 }
 
-function cell(rank, chunk, held) {  // held: [[rank, chunk], ...] whose data is summed here
+function cell(rank, chunk, held, changed) {  // held: [[rank, chunk], ...] summed here
   const x = LEFT + chunk * S, y = TOP + rank * S, w = S - 2, h = w / Math.max(held.length, 1);
   const holders = [...new Set(held.map(([r]) => r))].join(",");
   const contributions = held.map(pair => pair.join(":")).join(" ");
@@ -378,9 +384,12 @@ function cell(rank, chunk, held) {  // held: [[rank, chunk], ...] whose data is 
     ? held.map(([r], k) => `<rect x="${x}" y="${y + k * h}" width="${w}" height="${h}" `
                            + `fill="${data.colours[r]}"/>`).join("")
     : `<rect x="${x}" y="${y}" width="${w}" height="${w}" fill="${data.empty}"/>`;
-  return `<g class="cell" data-rank="${rank}" data-chunk="${chunk}" `
-    + `data-holders="${holders}" data-contributions="${contributions}">`
-    + `<title>rank ${rank}, chunk ${chunk}: ${what}</title>${stripes}</g>`;
+  const outline = changed  // written this round: an outline inside the cell
+    ? `<rect class="changed" x="${x + 1}" y="${y + 1}" width="${w - 2}" height="${w - 2}"/>` : "";
+  return `<g class="cell${changed ? " changed-cell" : ""}" data-rank="${rank}" `
+    + `data-chunk="${chunk}" data-holders="${holders}" data-contributions="${contributions}">`
+    + `<title>rank ${rank}, chunk ${chunk}: ${what}${changed ? " (written this round)" : ""}`
+    + `</title>${stripes}${outline}</g>`;
 }
 
 function arrows([src, dst, chunks, into, reduce]) {  // one arc per chunk moved, as draw()'s
@@ -394,7 +403,10 @@ function arrows([src, dst, chunks, into, reduce]) {  // one arc per chunk moved,
 
 function render() {
   const round = step ? data.rounds[step - 1] : null, parts = [DEFS, labels()];
-  data.states[step].forEach((row, r) => row.forEach((held, c) => parts.push(cell(r, c, held))));
+  const written = new Set(round ? round.transfers.flatMap(([, dst, , into]) =>
+    into.map(c => `${dst}:${c}`)) : []);  // each transfer's destination chunks
+  data.states[step].forEach((row, r) => row.forEach((held, c) =>
+    parts.push(cell(r, c, held, written.has(`${r}:${c}`)))));
   if (round) parts.push(round.transfers.map(arrows).join(""));
   const grid = $("grid");
   grid.setAttribute("width", LEFT + data.n_chunks * S + BULGE);
@@ -453,10 +465,11 @@ function setUp() {
     + `${data.nbytes_text} per rank${taking}, ${data.model}.`;
   $("verdict").textContent = data.verdict_text;
   $("verdict").className = data.verdict;
-  const legend = data.colours.map((c, r) => `<span><i class="swatch" style="background:${c}"></i>`
-                                            + `data of rank ${r}</span>`);
+  const legend = data.sources.map(r => `<span><i class="swatch" `
+    + `style="background:${data.colours[r]}"></i>data of rank ${r}</span>`);
   legend.push(`<span><i class="swatch" style="background:${data.empty}"></i>nothing yet</span>`,
               "<span>&#8212; copy</span>", "<span>- - reduce (add into)</span>",
+              "<span>&#9633; outlined: written this round</span>",
               "<span>keys: &#8592; &#8594; step, space play</span>");
   $("legend").innerHTML = legend.join("");
   const body = $("rounds");
