@@ -265,7 +265,7 @@ def test_an_unpriced_page_says_it_shows_no_times(tab, tmp_path):
 
 
 @pytest.mark.parametrize("name", ["binomial broadcast n=5 root 2", "ring allreduce n=4"])
-def test_a_rounds_destinations_are_outlined_and_the_legend_names_whose_data_shows(
+def test_outlined_cells_are_the_rounds_destinations_ticked_ones_hold_their_result(
         tab, tmp_path, name):
     schedule = SCHEDULES[name]()
     opened = Opened(tab, pictures.html(schedule, tmp_path / "page.html"))
@@ -273,14 +273,21 @@ def test_a_rounds_destinations_are_outlined_and_the_legend_names_whose_data_show
              for r, _ in cell or ()}
     legend = tab.text_content("#legend")
     assert {r for r in range(schedule.n_ranks) if f"data of rank {r}" in legend} == shown
-    outlined = "cells => cells.map(c => [c.dataset.rank, c.dataset.chunk])"
-    assert tab.eval_on_selector_all("g.cell.changed-cell", outlined) == []  # the start
-    for k, round_ in enumerate(schedule.rounds):
-        tab.keyboard.press("ArrowRight")
-        assert opened.step() == k + 1
-        got = {(int(r), int(c)) for r, c in tab.eval_on_selector_all("g.cell.changed-cell",
-                                                                     outlined)}
-        assert got == {(t.dst, c) for t in round_ for c in t.into}
+    where = "cells => cells.map(c => [c.dataset.rank, c.dataset.chunk])"
+
+    def marked(kind):
+        return {(int(r), int(c)) for r, c in tab.eval_on_selector_all(f"g.cell.{kind}", where)}
+
+    want, history = promised(schedule), as_sets(states(schedule))
+    for k, state in enumerate(history):  # k: the step, after round k - 1
+        if k:
+            tab.keyboard.press("ArrowRight")
+        assert opened.step() == k
+        written = {(t.dst, c) for t in schedule.rounds[k - 1] for c in t.into} if k else set()
+        assert marked("changed-cell") == written
+        assert marked("complete") == {cell for cell, needed in want.items()
+                                      if state[cell[0]][cell[1]] == needed}
+    assert marked("complete") == set(want)  # verified: every promised cell ends complete
     assert opened.errors == [] and opened.blocked == []
 
 

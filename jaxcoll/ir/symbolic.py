@@ -135,6 +135,13 @@ def _origins(schedule: Schedule) -> Callable[[int], list[int | None]]:
     return origins
 
 
+def promised(schedule: Schedule) -> dict[tuple[int, int], set[tuple[int, int]]]:
+    """{(rank, chunk): the (rank, chunk) contributions it must end with}: the cells
+    :func:`verify` checks, every rank's (for pictures and tests, not thousands of ranks)."""
+    return {(rank, chunk): {(r, origin) for r in range(schedule.n_ranks) if ranks >> r & 1}
+            for rank, row in _promises(schedule) for chunk, origin, ranks in row}
+
+
 def _promises(schedule: Schedule) -> Promises:
     """What the primitive promises, rank by rank (records.Record.promises), in the run of
     chunks the result must end in (``output_at``)."""

@@ -31,7 +31,7 @@ from jaxcoll.analysis.model import Calibration, cost
 from jaxcoll.analysis.topology import chunk_bytes, simulate
 from jaxcoll.ir.records import RECORDS
 from jaxcoll.ir.schedules import Schedule
-from jaxcoll.ir.symbolic import ScheduleError, states, verify
+from jaxcoll.ir.symbolic import ScheduleError, promised, states, verify
 
 EMPTY = "#e6e6e6"
 ARROW = "#111111"
@@ -293,7 +293,16 @@ def _page_data(schedule: Schedule, nbytes: float, calibration_, topology) -> dic
             if calibration_ is not None or topology is not None else None,
             "states": [[[sorted(cell or ()) for cell in row] for row in state]
                        for state in history],
+            "complete": _complete(shown, history) if verdict != "unverified" else
+            [[] for _ in history],
             "rounds": rounds}
+
+
+def _complete(schedule: Schedule, history) -> list[list[list[int]]]:
+    """Per step, the [rank, chunk] cells that hold exactly what they must end with."""
+    want = promised(schedule)
+    return [[[r, c] for (r, c), needed in want.items() if set(state[r][c] or ()) == needed]
+            for state in history]
 
 
 _PAGE = """<!DOCTYPE html>
@@ -318,6 +327,8 @@ _PAGE = """<!DOCTYPE html>
   .arrow { fill: none; stroke: #111; stroke-width: 1.6; }
   .arrow.reduce { stroke-dasharray: 5 3; }
   .changed { fill: none; stroke: #111; stroke-width: 2.5; }
+  svg text.done { font-size: 12px; font-weight: 700; fill: #fff; stroke: #111;
+                  stroke-width: 0.6; paint-order: stroke; }
   .legend span { display: inline-flex; align-items: center; gap: 4px; margin-right: 12px;
                  font-size: 12px; }
   .swatch { width: 12px; height: 12px; display: inline-block; }
@@ -374,7 +385,7 @@ function labels() {
   return out.join("");
 }
 
-function cell(rank, chunk, held, changed) {  // held: [[rank, chunk], ...] summed here
+function cell(rank, chunk, held, changed, done) {  // held: [[rank, chunk], ...] summed
   const x = LEFT + chunk * S, y = TOP + rank * S, w = S - 2, h = w / Math.max(held.length, 1);
   const holders = [...new Set(held.map(([r]) => r))].join(",");
   const contributions = held.map(pair => pair.join(":")).join(" ");
@@ -386,10 +397,13 @@ function cell(rank, chunk, held, changed) {  // held: [[rank, chunk], ...] summe
     : `<rect x="${x}" y="${y}" width="${w}" height="${w}" fill="${data.empty}"/>`;
   const outline = changed  // written this round: an outline inside the cell
     ? `<rect class="changed" x="${x + 1}" y="${y + 1}" width="${w - 2}" height="${w - 2}"/>` : "";
-  return `<g class="cell${changed ? " changed-cell" : ""}" data-rank="${rank}" `
+  const tick = done  // holds its result: what the primitive promises this cell
+    ? `<text class="done" x="${x + w - 2}" y="${y + 11}" text-anchor="end">&#10003;</text>` : "";
+  const classes = `cell${changed ? " changed-cell" : ""}${done ? " complete" : ""}`;
+  return `<g class="${classes}" data-rank="${rank}" `
     + `data-chunk="${chunk}" data-holders="${holders}" data-contributions="${contributions}">`
     + `<title>rank ${rank}, chunk ${chunk}: ${what}${changed ? " (written this round)" : ""}`
-    + `</title>${stripes}${outline}</g>`;
+    + `${done ? " (complete)" : ""}</title>${stripes}${outline}${tick}</g>`;
 }
 
 function arrows([src, dst, chunks, into, reduce]) {  // one arc per chunk moved, as draw()'s
@@ -405,8 +419,9 @@ function render() {
   const round = step ? data.rounds[step - 1] : null, parts = [DEFS, labels()];
   const written = new Set(round ? round.transfers.flatMap(([, dst, , into]) =>
     into.map(c => `${dst}:${c}`)) : []);  // each transfer's destination chunks
+  const done = new Set(data.complete[step].map(([r, c]) => `${r}:${c}`));
   data.states[step].forEach((row, r) => row.forEach((held, c) =>
-    parts.push(cell(r, c, held, written.has(`${r}:${c}`)))));
+    parts.push(cell(r, c, held, written.has(`${r}:${c}`), done.has(`${r}:${c}`)))));
   if (round) parts.push(round.transfers.map(arrows).join(""));
   const grid = $("grid");
   grid.setAttribute("width", LEFT + data.n_chunks * S + BULGE);
@@ -470,6 +485,7 @@ function setUp() {
   legend.push(`<span><i class="swatch" style="background:${data.empty}"></i>nothing yet</span>`,
               "<span>&#8212; copy</span>", "<span>- - reduce (add into)</span>",
               "<span>&#9633; outlined: written this round</span>",
+              "<span>&#10003; holds its result</span>",
               "<span>keys: &#8592; &#8594; step, space play</span>");
   $("legend").innerHTML = legend.join("");
   const body = $("rounds");
