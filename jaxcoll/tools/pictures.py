@@ -232,9 +232,10 @@ def _verified(schedule: Schedule) -> tuple[Schedule, str, str]:
 
 
 def _round_costs(schedule: Schedule, nbytes: float, calibration_, topology
-                 ) -> tuple[list[dict], str]:
+                 ) -> tuple[list[dict], str, str | None]:
     """Per round: bytes its transfers move, bytes the busiest rank sends and (where a
-    calibration or topology is named) seconds; and a line naming the model."""
+    calibration or topology is named) seconds; a line naming the model; the whole time's text
+    (None: no times)."""
     timed = calibration_ is not None or topology is not None
     cal = calibration_ or Calibration(0.0, 0.0, 0.0, "none")  # no times: bytes only
     links = topology or (cal.topology(schedule.n_ranks) if timed else None)
@@ -254,12 +255,12 @@ def _round_costs(schedule: Schedule, nbytes: float, calibration_, topology
     if not timed:
         return rows, ("no times: rounds and bytes only (no hardware was named: pass "
                       "calibration=jaxcoll.calibration() or a topology; on the command line "
-                      "--calibration cpu, gloo or gpu)")
+                      "--calibration cpu, gloo or gpu)"), None
     if links is not None:
-        return rows, f"simulated on {links.name} (jaxcoll.simulate)"
+        return rows, f"simulated on {links.name} (jaxcoll.simulate)", _duration(total)
     return rows, (f"α-β-γ model (jaxcoll.cost), {cal.backend} calibration: α = "
                   f"{_duration(cal.alpha)}, β = {cal.beta * 1e12:.3g} ps/B, "
-                  f"γ = {cal.gamma * 1e12:.3g} ps/B")
+                  f"γ = {cal.gamma * 1e12:.3g} ps/B"), _duration(total)
 
 
 def _duration(seconds: float) -> str:
@@ -274,7 +275,7 @@ def _page_data(schedule: Schedule, nbytes: float, calibration_, topology) -> dic
     """Everything the page's script draws, as JSON-ready data."""
     shown, verdict, verdict_text = _verified(schedule)
     history = states(shown)
-    costs, model = _round_costs(schedule, nbytes, calibration_, topology)
+    costs, model, total_text = _round_costs(schedule, nbytes, calibration_, topology)
     rounds = [{"transfers": [[t.src, t.dst, t.chunks, t.into, t.reduce] for t in round_],
                "text": [str(t) for t in round_], **row}
               for round_, row in zip(schedule.rounds, costs)]
@@ -289,8 +290,7 @@ def _page_data(schedule: Schedule, nbytes: float, calibration_, topology) -> dic
                                for r, _ in cell or ()}),  # the ranks whose data it shows
             "verdict": verdict, "verdict_text": verdict_text,
             "nbytes_text": size_label(nbytes), "model": model,
-            "total_text": (costs[-1]["total_text"] if costs else _duration(0.0))
-            if calibration_ is not None or topology is not None else None,
+            "total_text": total_text,
             "states": [[[sorted(cell or ()) for cell in row] for row in state]
                        for state in history],
             "complete": _complete(shown, history) if verdict != "unverified" else
