@@ -7,6 +7,7 @@ from pathlib import Path
 os.environ.setdefault("JAXCOLL_CALIBRATE", "0")  # the shipped calibrations: the same site anywhere
 
 import jaxcoll  # noqa: E402
+from jaxcoll.analysis.systems import dgx  # noqa: E402
 from jaxcoll.tools import pictures  # noqa: E402
 
 DOCS = Path(__file__).resolve().parent
@@ -33,9 +34,11 @@ html_static_path = []
 suppress_warnings = ["myst.header"]  # notebooks start at their own heading levels
 
 # The step-through pages (jaxcoll.tools.pictures.html) embedded in pages.md.
-PAGES = {"allreduce_ring_8": ("allreduce", "ring", 8),
-         "broadcast_binomial_8": ("broadcast", "binomial", 8),
-         "allgather_recursive_doubling_8": ("allgather", "recursive_doubling", 8)}
+# name: (primitive, algorithm, n, the DGX nodes it is placed on, if any)
+PAGES = {"allreduce_ring_8": ("allreduce", "ring", 8, 0),
+         "broadcast_binomial_8": ("broadcast", "binomial", 8, 0),
+         "allgather_recursive_doubling_8": ("allgather", "recursive_doubling", 8, 0),
+         "allreduce_ring_16_on_2_dgx": ("allreduce", "ring", 16, 2)}
 
 
 # Links a notebook makes from tutorials/ (as GitHub shows it) and where they lead on the site.
@@ -59,8 +62,9 @@ def _copy_tutorials() -> None:
 def _write_pages() -> None:
     out = GENERATED / "extra" / "pages"
     out.mkdir(parents=True, exist_ok=True)
-    for name, (primitive, algorithm, n) in PAGES.items():
-        pictures.html(jaxcoll.schedule(primitive, algorithm, n), out / f"{name}.html")
+    for name, (primitive, algorithm, n, nodes) in PAGES.items():
+        pictures.html(jaxcoll.schedule(primitive, algorithm, n), out / f"{name}.html",
+                      topology=dgx("h100", nodes) if nodes else None)
 
 
 _copy_tutorials()

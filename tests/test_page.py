@@ -4,6 +4,7 @@ symbolic.states proves and the cost model's bytes and times; then driven in a re
 
 import html as html_text
 import json
+import os
 import re
 from dataclasses import replace
 from pathlib import Path
@@ -16,7 +17,9 @@ from jaxcoll.tools import pictures
 from jaxcoll.tools.cli import main
 from jaxcoll.ir.records import RECORDS
 from jaxcoll.ir.symbolic import ScheduleError, states
-from jaxcoll.analysis.topology import ring
+from jaxcoll.analysis.systems import dgx
+from jaxcoll.analysis.topology import ring, torus
+from jaxcoll.ir.families import SCHEDULES as FAMILIES
 
 CALIBRATION = jaxcoll.Calibration(alpha=5e-6, beta=1e-10, gamma=2e-11, backend="test")
 MiB = 1 << 20
@@ -113,6 +116,14 @@ def test_no_times_unless_a_calibration_or_topology_is_named(tmp_path):
     assert sum(r["seconds"] for r in priced["rounds"]) == pytest.approx(jaxcoll.cost(
         schedule, MiB, alpha=cpu.alpha, beta=cpu.beta, gamma=cpu.gamma).seconds)
     assert "cpu calibration" in priced["model"]
+    assert main(["draw", "allreduce", "ring", "--n", "16", "--topology", "dgx-h100",
+                 "-o", str(out)]) == 0
+    on_gpus = page_data(out.read_text(encoding="utf-8"))
+    assert on_gpus["view"]["nodes"] and "DGX H100" in on_gpus["model"]
+    assert sum(r["seconds"] for r in on_gpus["rounds"]) == pytest.approx(jaxcoll.simulate(
+        jaxcoll.schedule("allreduce", "ring", 16), MiB, dgx("h100", 2)).seconds)
+    with pytest.raises(SystemExit):
+        main(["draw", "allreduce", "ring", "--n", "12", "--topology", "dgx-h100", "-o", str(out)])
 
 
 def test_a_broken_or_unlabelled_schedule_is_drawn_with_what_verify_says():
@@ -163,7 +174,141 @@ def test_bad_input_is_named():
         pictures.html(schedule, topology=ring(4, alpha=1e-6, beta=1e-10))
 
 
+def parse_holding(text: str) -> set:
+    """A cell's label read back: "a0–2,5+b3" -> {(0, 0), (1, 0), (2, 0), (5, 0), (3, 1)}."""
+    held = set()
+    for group in filter(None, text.split("+")):
+        found = re.fullmatch(r"([a-z]|\[(\d+)\])([\d,–]+)", group)
+        assert found, f"not a label: {group!r} in {text!r}"
+        chunk = ord(found.group(1)) - ord("a") if found.group(2) is None else int(found.group(2))
+        for part in found.group(3).split(","):
+            first, _, last = part.partition("–")
+            held |= {(r, chunk) for r in range(int(first), int(last or first) + 1)}
+    return held
+
+
+@pytest.mark.parametrize("name", SCHEDULES)
+def test_every_cells_label_reads_back_as_what_it_holds(name):
+    schedule = SCHEDULES[name]()
+    data = page_data(pictures.html(schedule).text)
+    assert [[[parse_holding(text) for text in row] for row in step] for step in data["texts"]] \
+        == as_sets(states(schedule))
+    assert pictures.holding_text([(0, 0), (1, 0), (2, 0), (5, 0), (3, 1)]) == "a0–2,5+b3"
+    assert pictures.holding_text([(3, 0), (4, 0)]) == "a3,4" and pictures.holding_text(None) == ""
+
+
+@pytest.mark.parametrize("algorithm, named", [
+    ("ring", ["reduce_scatter", "allgather"]),
+    ("halving_doubling", ["reduce_scatter", "allgather"]),
+    ("tree", ["reduce to rank 0", "broadcast from rank 0"]), ("recursive_doubling", ["allreduce"])])
+def test_phases_are_named_by_what_they_leave(algorithm, named):
+    schedule = jaxcoll.schedule("allreduce", algorithm, 8)
+    found = pictures.phases(schedule, states(schedule))
+    assert [p["name"] for p in found] == named
+    assert [r for p in found for r in range(p["first"], p["last"] + 1)] == list(
+        range(schedule.n_rounds))  # every round in one phase, in order
+    for phase in found:  # a phase's rounds all reduce, or all copy
+        assert len({t.reduce for r in schedule.rounds[phase["first"]:phase["last"] + 1]
+                    for t in r}) == 1
+    binomial = jaxcoll.schedule("broadcast", "binomial", 5, root=2)
+    assert pictures.phases(binomial, states(binomial)) == [
+        {"first": 0, "last": binomial.n_rounds - 1, "name": "broadcast"}]
+
+
+def arc_points(d: str, samples: int = 40) -> list:
+    """Points along an arc's quadratic pieces ("M x,y Q cx,cy x,y" each)."""
+    numbers = [float(v) for v in re.findall(r"-?\d+(?:\.\d+)?", d)]
+    assert numbers and len(numbers) % 6 == 0, d
+    points = []
+    for k in range(0, len(numbers), 6):
+        (x0, y0, cx, cy, x1, y1), t = numbers[k:k + 6], [i / samples for i in range(samples + 1)]
+        points += [((1 - u) ** 2 * x0 + 2 * (1 - u) * u * cx + u * u * x1,
+                    (1 - u) ** 2 * y0 + 2 * (1 - u) * u * cy + u * u * y1) for u in t]
+    return points
+
+
+def crossed_ranks(view: dict, arc: dict, route: set) -> set:
+    """The ranks (not on the arc's route) whose circle it passes through."""
+    return {r for r, (x, y) in enumerate(view["places"]) if r not in route and any(
+        (px - x) ** 2 + (py - y) ** 2 < view["radius"] ** 2 for px, py in arc_points(arc["d"]))}
+
+
+def all_schedules(n: int):
+    for primitive, algorithms in FAMILIES.items():
+        for algorithm in algorithms:
+            if algorithm != "hierarchical":
+                yield jaxcoll.schedule(primitive, algorithm, n)
+
+
+@pytest.mark.parametrize("n", [5, 16])
+def test_arcs_miss_the_ranks_they_do_not_join(n):
+    """On the circle, every transfer's arc of every schedule leaves every other rank's circle
+    (and the number in it) clear; along a ring's or torus's links, those its route passes."""
+    for schedule in all_schedules(n):
+        view = page_data(pictures.html(schedule).text)["view"]
+        assert view["layout"] == "circle" and not view["links"]  # a switch: nothing to draw
+        for round_ in view["rounds"]:
+            for arc in round_["arcs"]:
+                assert not crossed_ranks(view, arc, {arc["src"], arc["dst"]}), (
+                    schedule.name, arc["text"])
+    for links in (ring(n, alpha=1e-6, beta=1e-10), torus(4, 4, alpha=1e-6, beta=1e-10)):
+        if links.n != n:
+            continue
+        schedule = jaxcoll.schedule("allreduce", "recursive_doubling", n)
+        view = page_data(pictures.html(schedule, topology=links).text)["view"]
+        assert len(view["links"]) == len(links.link_names)  # every link drawn
+        for round_, hops in zip(view["rounds"], schedule.rounds):
+            for arc, t in zip(round_["arcs"], hops):
+                route = {int(r) for name in links.route(t.src, t.dst)
+                         for r in re.findall(r"\d+", name)}  # its links' ranks
+                passed = {(t.src + k) % n for k in range(n)} if links.name.startswith("ring") \
+                    else route | _torus_ranks(links, t.src, t.dst)
+                assert not crossed_ranks(view, arc, passed | {t.src, t.dst}), arc["text"]
+
+
+def _torus_ranks(links, src: int, dst: int) -> set:
+    """The ranks a torus route visits (the owner of each link it crosses, and dst)."""
+    return {int(name.split("->")[0]) for name in links.route(src, dst)} | {dst}
+
+
+def test_the_view_places_ranks_on_their_topology_with_simulates_loads():
+    schedule = jaxcoll.schedule("allreduce", "ring", 16)
+    on = {"torus": torus(4, 4, alpha=1e-6, beta=1e-10), "nodes": dgx("h100", 2)}
+    grid = page_data(pictures.html(schedule, topology=on["torus"]).text)["view"]
+    assert grid["layout"] == "grid" and grid["name"] == "4x4 torus"
+    rows = {y for _, y in grid["places"]}
+    assert len(rows) == 4
+    assert [sorted(y for _, y in grid["places"][4 * k:4 * k + 4]) for k in range(4)] == [
+        [y] * 4 for y in sorted(rows)]  # rank r in row r // 4
+    nodes = page_data(pictures.html(schedule, topology=on["nodes"]).text)["view"]
+    assert nodes["nodes"] == [{"node": 0, "ranks": list(range(8))},
+                              {"node": 1, "ranks": list(range(8, 16))}]
+    for links in on.values():
+        view = page_data(pictures.html(schedule, topology=links).text)["view"]
+        for k in (0, 7, 15):
+            alone = replace(schedule, rounds=(schedule.rounds[k],))
+            want = jaxcoll.simulate(alone, MiB, links).round_links(0)
+            loads = view["rounds"][k]["loads"]
+            assert {name: nbytes for name, nbytes, _, _ in loads} == want
+            busy = [row[3] for row in loads]
+            assert busy == sorted(busy, reverse=True)  # the one busy longest first
+            assert busy[0] == pytest.approx(max(  # simulate's busiest link, bytes x β
+                nbytes * links.beta[links.link_names.index(name)] for name, nbytes in want.items()))
+    slowest = page_data(pictures.html(schedule, topology=on["nodes"]).text)["view"]["rounds"][7]
+    assert "nic" in slowest["loads"][0][0]  # the NICs between nodes, not NVLink, set the time
+
+
 # ----------------------------------------------------------------------------- in a browser
+
+@pytest.fixture(scope="module")
+def artefacts() -> Path:
+    """Where the browser tests leave their screenshots: $JAXCOLL_TEST_ARTEFACTS, else
+    .artefacts/ at the top of the checkout (ignored by git)."""
+    folder = Path(os.environ.get("JAXCOLL_TEST_ARTEFACTS") or
+                  Path(__file__).resolve().parent.parent / ".artefacts") / "page"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
 
 @pytest.fixture
 def tab(browser):
@@ -291,6 +436,84 @@ def test_outlined_cells_are_the_rounds_destinations_ticked_ones_hold_their_resul
     assert opened.errors == [] and opened.blocked == []
 
 
+def shown_labels(tab) -> dict:
+    """{(rank, chunk): (the label a cell carries, the text it shows)}."""
+    rows = tab.eval_on_selector_all("g.cell", "cells => cells.map(c => [c.dataset.rank, "
+                                    "c.dataset.chunk, c.dataset.label, "
+                                    "c.querySelector('text.label')?.textContent ?? ''])")
+    return {(int(r), int(c)): (label, text) for r, c, label, text in rows}
+
+
+def test_labels_phases_arrows_and_loads_are_what_the_schedule_does(tab, tmp_path):
+    """Round by round on a ring of links: each cell's label reads back as what states() says it
+    holds, the named phase is the round's, the topology view's arrows are the round's
+    transfers, and its link loads are simulate's."""
+    n, links = 4, ring(4, alpha=1e-6, beta=1e-10)
+    schedule = jaxcoll.schedule("allreduce", "tree", n)
+    opened = Opened(tab, pictures.html(schedule, tmp_path / "tree.html", topology=links))
+    history, found = as_sets(states(schedule)), pictures.phases(schedule, states(schedule))
+    assert [p.split(":")[0] for p in tab.eval_on_selector_all(
+        "#phases .phase", "ps => ps.map(p => p.textContent)")] == [p["name"] for p in found]
+    for k, state in enumerate(history):
+        if k:
+            tab.keyboard.press("ArrowRight")
+        labels = shown_labels(tab)
+        assert {cell: parse_holding(label) for cell, (label, _) in labels.items()} == {
+            (r, c): state[r][c] for r in range(n) for c in range(schedule.buffer_chunks)}
+        assert all(text == label for label, text in labels.values())  # short enough to show
+        arrows = tab.eval_on_selector_all("#topology path.arrow", "ps => ps.map(p => "
+                                          "[Number(p.dataset.src), Number(p.dataset.dst)])")
+        loads = tab.eval_on_selector_all("#loads tr.load", "rs => rs.map(r => "
+                                         "[r.dataset.link, Number(r.dataset.bytes)])")
+        current = tab.text_content("#phases .phase.current") if k else None
+        if not k:
+            assert arrows == [] and loads == [] and current is None
+            continue
+        round_ = schedule.rounds[k - 1]
+        assert sorted(arrows) == sorted([t.src, t.dst] for t in round_)
+        want = jaxcoll.simulate(replace(schedule, rounds=(round_,)), MiB, links).round_links(0)
+        assert dict(loads) == want
+        phase = next(p for p in found if p["first"] <= k - 1 <= p["last"])
+        assert current.startswith(phase["name"] + ":") and phase["name"] in tab.text_content(
+            "#now")
+    assert opened.close() == ([], [])
+
+
+@pytest.mark.parametrize("name, schedule", [
+    ("recursive_doubling-16", lambda: jaxcoll.schedule("allreduce", "recursive_doubling", 16)),
+    ("ring-16-on-2-dgx", lambda: jaxcoll.schedule("allreduce", "ring", 16)),
+    ("bruck-alltoall-16", lambda: jaxcoll.schedule("alltoall", "bruck", 16))])
+def test_at_16_ranks_no_arrow_crosses_a_rank_it_does_not_join(tab, tmp_path, artefacts, name,
+                                                              schedule):
+    """Measured in the drawn page: points along every arrow of every round stay out of every
+    other rank's circle (which holds its number); a screenshot of each round is kept."""
+    schedule = schedule()
+    links = dgx("h100", 2) if "dgx" in name else None
+    opened = Opened(tab, pictures.html(schedule, tmp_path / "p.html", topology=links))
+    places = tab.eval_on_selector_all("#topology g.rank circle", "cs => cs.map(c => "
+                                      "[Number(c.getAttribute('cx')), Number(c.getAttribute('cy')),"
+                                      " Number(c.getAttribute('r'))])")
+    assert len(places) == 16
+    for k in range(1, schedule.n_rounds + 1):
+        tab.keyboard.press("ArrowRight")
+        crossed = tab.evaluate("""places => [...document.querySelectorAll('#topology path.arrow')]
+          .flatMap(p => {
+            const ends = [Number(p.dataset.src), Number(p.dataset.dst)], hit = [];
+            for (let s = 0; s <= 40; s++) {
+              const q = p.getPointAtLength(p.getTotalLength() * s / 40);
+              places.forEach(([x, y, r], rank) => {
+                if (!ends.includes(rank) && Math.hypot(q.x - x, q.y - y) < r) hit.push(rank);
+              });
+            }
+            return hit.length ? [[ends, [...new Set(hit)]]] : [];
+          })""", places)
+        assert crossed == [], f"round {k - 1}: {crossed}"
+        if k <= 3:
+            tab.screenshot(path=str(artefacts / f"page-{name}-round-{k - 1}.png"),
+                           full_page=True)
+    assert opened.close() == ([], [])
+
+
 def test_arrow_keys_step_forward_and_back(tab, tmp_path):
     schedule = jaxcoll.schedule("allreduce", "ring", 4)
     opened = Opened(tab, pictures.html(schedule, tmp_path / "ring.html",
@@ -300,8 +523,8 @@ def test_arrow_keys_step_forward_and_back(tab, tmp_path):
     page.keyboard.press("ArrowRight")
     assert opened.step() == 1 and opened.colours() != start
     assert opened.cells() == cells_of(states(schedule)[1])
-    moved = sum(len(t.chunks) for t in schedule.rounds[0])
-    assert page.locator("path.arrow.reduce").count() == moved  # round 0 reduces
+    assert page.locator("#topology path.arrow.reduce").count() == len(schedule.rounds[0])
+    assert page.locator("#grid path.arrow").count() == 0  # the grid marks cells instead
     assert "after round 0" in page.text_content("#round")
     page.keyboard.press("ArrowLeft")
     assert opened.step() == 0 and opened.colours() == start

@@ -41,6 +41,10 @@ def draw_main(argv) -> int:
                         help=".html: price each round with this calibration (jaxcoll.calibration"
                              "(...): this machine's if measured, else the shipped one); without "
                              "it the page shows rounds and bytes, no times")
+    parser.add_argument("--topology", choices=("mi300x", "dgx-h100", "dgx-a100"), default=None,
+                        help=".html: place the ranks on these GPUs' links, show each round's "
+                             "link loads and price it with jaxcoll.simulate (DGX: nodes of 8, "
+                             "the rank count a multiple of 8)")
     parser.add_argument("-o", "--output", required=True,
                         help="a .png, a .gif to animate, or a .html page to step through")
     args = parser.parse_args(argv)
@@ -57,11 +61,23 @@ def draw_main(argv) -> int:
     suffix = args.output.lower().rsplit(".", 1)[-1]
     if suffix in ("html", "htm"):
         named = None if args.calibration is None else calibration(args.calibration)
-        path = pictures.html(schedule, args.output, calibration=named)
+        path = pictures.html(schedule, args.output, calibration=named,
+                             topology=_gpus(parser, args.topology, schedule.n_ranks))
     else:
         path = pictures.draw(schedule, args.output, gif=suffix == "gif")
     print(f"wrote {path}: {schedule!r}")
     return 0
+
+
+def _gpus(parser, name: str | None, n: int):
+    """--topology's GPUs for n ranks (None: none named)."""
+    if name is None:
+        return None
+    if name == "mi300x":
+        return systems.mi300x(n)
+    if n % 8:
+        parser.error(f"--topology {name}: {n} ranks are not whole DGX nodes of 8")
+    return systems.dgx(name.split("-")[1], n // 8)
 
 
 def msccl_main(argv) -> int:

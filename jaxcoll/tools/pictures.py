@@ -6,8 +6,11 @@ reduction), grey if it holds nothing yet. Arrows are the round's transfers: soli
 dashed for reductions.
 
 :func:`html` writes the same states as one self-contained HTML page that steps through the rounds
-(keys, buttons, slider, play) with each round's bytes (and time, where a calibration or topology
-is named); no matplotlib.
+(keys, buttons, slider, play): each cell labelled with what it holds (:func:`holding_text`), the
+cells a round writes and sends marked, its phases named (:func:`phases`), beside it the ranks on
+their topology with the round's transfers along their links and each link's bytes
+(:func:`jaxcoll.simulate`), and each round's bytes (and time, where a calibration or topology is
+named); no matplotlib.
 
 Also pictures for the tutorials (:class:`Picture`, shown inline in a notebook): how the
 primitives relate (:func:`relations`), predicted times over message size against the lower
@@ -28,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from jaxcoll.analysis.model import Calibration, cost
-from jaxcoll.analysis.topology import chunk_bytes, simulate
+from jaxcoll.analysis.topology import Topology, chunk_bytes, simulate, switch
 from jaxcoll.ir.records import RECORDS
 from jaxcoll.ir.schedules import Schedule
 from jaxcoll.ir.symbolic import ScheduleError, promised, states, verify
@@ -187,9 +190,12 @@ def html(schedule: Schedule, path=None, *, nbytes: float = 1 << 20, calibration=
     """Write a page that steps through ``schedule``'s rounds to ``path`` (.html) and return the
     path; without ``path``, return a :class:`Page` that a notebook shows inline.
 
-    Each rank's buffer is a row of chunks coloured by whose data they hold
-    (:func:`jaxcoll.ir.symbolic.states`), the round's transfers are arrows, and each round's bytes
-    for a buffer of ``nbytes`` per rank come from :func:`jaxcoll.cost`. Times only where named:
+    Each rank's buffer is a row of chunks coloured and labelled by whose data they hold
+    (:func:`jaxcoll.ir.symbolic.states`), the cells each round writes outlined, those holding
+    their result marked, the rounds grouped in named phases; beside it the ranks on
+    ``topology`` (a circle where none is named) with the round's transfers as arrows along
+    their links and each busy link's bytes (:func:`jaxcoll.simulate`); each round's bytes for a
+    buffer of ``nbytes`` per rank come from :func:`jaxcoll.cost`. Times only where named:
     with ``calibration`` (e.g. ``jaxcoll.calibration()``, what ``auto`` uses here) from the
     α-β-γ model, with ``topology`` from :func:`jaxcoll.simulate` (a calibration's shared medium
     too); without either the page says it shows no times. Raises ScheduleError if a transfer is
@@ -205,11 +211,12 @@ def html(schedule: Schedule, path=None, *, nbytes: float = 1 << 20, calibration=
         raise ValueError(f"html: nbytes={nbytes!r} must be > 0 (bytes per rank)")
     data = _page_data(schedule, nbytes, calibration, topology)
     json_text = json.dumps(data).replace("<", "\\u003c")  # no "</script>" inside the script
-    fields = {"TITLE": escape(schedule.name), "DATA": json_text}  # one pass: a name may say DATA
-    text = re.sub(r"__(TITLE|DATA)__", lambda found: fields[found.group(1)], _PAGE)
+    fields = {"TITLE": escape(schedule.name), "DATA": json_text,  # one pass: a name may
+              "VIEW": str(VIEW)}  # say DATA
+    text = re.sub(r"__(TITLE|DATA|VIEW)__", lambda found: fields[found.group(1)], _PAGE)
     if path is None:
-        return Page(text, height=330 + data["cell"] * schedule.n_ranks + 22 * min(
-            schedule.n_rounds + 1, 12))
+        return Page(text, height=400 + max(data["cell_h"] * schedule.n_ranks, VIEW + 200)
+                    + 22 * min(schedule.n_rounds + 1, 12))
     path = Path(path)
     path.write_text(text, encoding="utf-8")
     return path
@@ -280,12 +287,16 @@ def _page_data(schedule: Schedule, nbytes: float, calibration_, topology) -> dic
                "text": [str(t) for t in round_], **row}
               for round_, row in zip(schedule.rounds, costs)]
     rooted = schedule.primitive in RECORDS and RECORDS[schedule.primitive].rooted
+    n, chunks = schedule.n_ranks, schedule.buffer_chunks
+    links = topology or (calibration_.topology(n) if calibration_ is not None else None)
     return {"name": schedule.name, "primitive": schedule.primitive,
             "root": schedule.root if rooted else None,
-            "n_ranks": schedule.n_ranks, "n_chunks": schedule.buffer_chunks,
-            "labels": chunk_labels(schedule),
-            "cell": int(np.clip(480 // max(schedule.n_ranks, schedule.buffer_chunks), 10, 40)),
-            "colours": _rank_colours(schedule.n_ranks), "empty": EMPTY,
+            "n_ranks": n, "n_chunks": chunks,
+            "labels": [_letter(int(label)) if label.isdigit() else label
+                       for label in chunk_labels(schedule)],
+            "cell_w": int(np.clip(640 // chunks, 26, 64)),
+            "cell_h": int(np.clip(420 // n, 18, 30)),
+            "colours": _rank_colours(n), "empty": EMPTY,
             "sources": sorted({r for state in history for row in state for cell in row
                                for r, _ in cell or ()}),  # the ranks whose data it shows
             "verdict": verdict, "verdict_text": verdict_text,
@@ -293,8 +304,13 @@ def _page_data(schedule: Schedule, nbytes: float, calibration_, topology) -> dic
             "total_text": total_text,
             "states": [[[sorted(cell or ()) for cell in row] for row in state]
                        for state in history],
+            "texts": [[[holding_text(cell) for cell in row] for row in state]
+                      for state in history],
             "complete": _complete(shown, history) if verdict != "unverified" else
             [[] for _ in history],
+            "phases": phases(shown, history) if schedule.rounds else [],
+            "view": _topology_view(schedule, nbytes, links or switch(n, alpha=0.0, beta=1e-9),
+                                   named=links is not None),
             "rounds": rounds}
 
 
@@ -303,6 +319,197 @@ def _complete(schedule: Schedule, history) -> list[list[list[int]]]:
     want = promised(schedule)
     return [[[r, c] for (r, c), needed in want.items() if set(state[r][c] or ()) == needed]
             for state in history]
+
+
+def holding_text(held) -> str:
+    """What a cell holds, as the page labels it: each chunk's letter (a = chunk 0, b = 1, ...)
+    and the ranks whose copies of it are summed there, "a0–2,5" for a0+a1+a2+a5 ("+" between
+    chunks); "" when it holds nothing."""
+    by_chunk = defaultdict(list)
+    for rank, chunk in sorted(held or ()):
+        by_chunk[chunk].append(rank)
+    return "+".join(_letter(chunk) + _ranges(ranks) for chunk, ranks in sorted(by_chunk.items()))
+
+
+def _letter(chunk: int) -> str:
+    return chr(ord("a") + chunk) if chunk < 26 else f"[{chunk}]"
+
+
+def _ranges(ranks: list[int]) -> str:
+    """Sorted ranks as runs: [0, 1, 2, 5] -> "0–2,5" (a run of two stays "0,1")."""
+    runs, start = [], 0
+    for k in range(1, len(ranks) + 1):
+        if k == len(ranks) or ranks[k] != ranks[k - 1] + 1:
+            run = ranks[start:k]
+            runs.append(f"{run[0]}–{run[-1]}" if len(run) > 2 else ",".join(map(str, run)))
+            start = k
+    return ",".join(runs)
+
+
+def phases(schedule: Schedule, history) -> list[dict]:
+    """The rounds in phases, runs of reducing rounds and of copying ones, each named by what it
+    leaves behind (``history``: :func:`~jaxcoll.ir.symbolic.states`): a reduce_scatter (each sum
+    whole on ranks of its own), a reduce to one rank, an allreduce; then an allgather or a
+    broadcast of those sums. One phase is named by the primitive."""
+    kinds = ["reduce" if all(t.reduce for t in r) else "copy" if not any(t.reduce for t in r)
+             else "reduce and copy" for r in schedule.rounds]
+    runs = []  # [first, last, kind]
+    for index, kind in enumerate(kinds):
+        if runs and runs[-1][2] == kind:
+            runs[-1][1] = index
+        else:
+            runs.append([index, index, kind])
+    if len(runs) == 1:
+        return [{"first": 0, "last": runs[0][1], "name": schedule.primitive or runs[0][2]}]
+    return [{"first": first, "last": last,
+             "name": _phase_name(kind, _sums(schedule, history[first]),
+                                 _sums(schedule, history[last + 1]), schedule.n_ranks)}
+            for first, last, kind in runs]
+
+
+def _sums(schedule: Schedule, state) -> list[set[int]]:
+    """Per chunk, the ranks holding its sum over every rank."""
+    n = schedule.n_ranks
+    return [{rank for rank in range(n)
+             if any(set(cell or ()) == {(r, chunk) for r in range(n)} for cell in state[rank])}
+            for chunk in range(schedule.n_chunks)]
+
+
+def _phase_name(kind: str, before: list[set[int]], after: list[set[int]], n: int) -> str:
+    def one_rank(sums):
+        return len(set(map(frozenset, sums))) == 1 and len(sums[0]) == 1
+
+    def apart(sums):  # each sum whole somewhere, no rank holding two
+        return all(sums) and sum(map(len, sums)) == len(set().union(*sums))
+
+    if kind == "reduce" and all(after):
+        if all(len(s) == n for s in after) and n > 1:
+            return "allreduce"
+        if one_rank(after):
+            return f"reduce to rank {min(after[0])}"
+        return "reduce_scatter" if apart(after) else "reduce"
+    if kind == "copy" and all(before) and after != before:
+        if one_rank(before):
+            return f"broadcast from rank {min(before[0])}"
+        return "allgather" if apart(before) else "copy"
+    return kind
+
+
+# The topology view: ranks placed on their links (a circle, a ring's or nodes' ranks in order
+# round it; a torus's as its grid), each round's transfers as arcs along their routes, the
+# links' bytes from simulate. Geometry in px, worked out here so that it is tested here.
+VIEW = 360  # the view's width and height
+NODE = 11  # a rank's circle's radius
+
+
+def _positions(topology: Topology, n: int) -> tuple[str, np.ndarray]:
+    """("circle" or "grid", (n, 2) centres): a torus of two or more dimensions as its rows x
+    its innermost dimension, everything else round a circle from the top, clockwise."""
+    if len(topology.levels) >= 2 and topology.node_of is None:  # a torus
+        cols = topology.levels[-1]
+        rows = n // cols
+        step = min((VIEW - 80) / max(cols - 1, 1), (VIEW - 80) / max(rows - 1, 1))
+        r, c = np.divmod(np.arange(n), cols)
+        return "grid", np.stack([VIEW / 2 + (c - (cols - 1) / 2) * step,
+                                 VIEW / 2 + (r - (rows - 1) / 2) * step], axis=1)
+    angle = 2 * np.pi * np.arange(n) / max(n, 1)
+    radius = 0.0 if n == 1 else VIEW / 2 - 30
+    return "circle", np.stack([VIEW / 2 + radius * np.sin(angle),
+                               VIEW / 2 - radius * np.cos(angle)], axis=1)
+
+
+def _link_ends(topology: Topology) -> dict[int, tuple[int, int]]:
+    """The links that join two ranks directly (a ring's, a torus's): link -> (from, to)."""
+    n = topology.n
+    src, dst = (a.ravel() for a in np.meshgrid(np.arange(n), np.arange(n), indexing="ij"))
+    keep = src != dst
+    src, dst = src[keep], dst[keep]
+    routes = topology.routes(src, dst)  # (pairs, hops)
+    single = (routes >= 0).sum(axis=1) == 1
+    return {int(routes[k, 0]): (int(src[k]), int(dst[k])) for k in np.flatnonzero(single)}
+
+
+def _curve(p0, p1, bend: float) -> str:
+    """An SVG quadratic arc from circle p0 to circle p1 (leaving and reaching their edges),
+    bent by ``bend`` x its length to the left of its direction."""
+    p0, p1 = np.asarray(p0, float), np.asarray(p1, float)
+    d = p1 - p0
+    if not np.hypot(*d):
+        return ""
+    control = (p0 + p1) / 2 + bend * np.array([d[1], -d[0]])  # left of the way, y downwards
+    start = p0 + NODE * (control - p0) / np.hypot(*(control - p0))
+    end = p1 + (NODE + 3) * (control - p1) / np.hypot(*(control - p1))  # room for the head
+    return (f"M{start[0]:.1f},{start[1]:.1f} Q{control[0]:.1f},{control[1]:.1f} "
+            f"{end[0]:.1f},{end[1]:.1f}")
+
+
+def _chord(places: np.ndarray, src: int, dst: int) -> str:
+    """A direct arc between two ranks of the circle, bowed inwards (so it misses the ranks
+    between them), one way bowed more than the other (so an exchange's two arcs part)."""
+    p0, p1 = places[src], places[dst]
+    d, middle = p1 - p0, (p0 + p1) / 2
+    inwards = np.dot([d[1], -d[0]], np.full(2, VIEW / 2) - middle)
+    side = 1.0 if inwards >= -1e-9 else -1.0
+    return _curve(p0, p1, side * (0.12 if src < dst else 0.3))
+
+
+def _hop(places: np.ndarray, a: int, b: int, layout: str) -> str:
+    """One link's arc between neighbours: a little to the left of its way (its way back on
+    the other side); a torus's wrap-around bowed out of its row or column."""
+    far = layout == "grid" and np.hypot(*(places[b] - places[a])) > 1.5 * _spacing(places)
+    return _curve(places[a], places[b], 0.22 if far else 0.12)
+
+
+def _spacing(places: np.ndarray) -> float:
+    gaps = np.hypot(*(places[:, None] - places[None]).transpose(2, 0, 1))
+    return float(np.min(gaps[gaps > 0])) if (gaps > 0).any() else 1.0
+
+
+def _loads(ran, topology: Topology, timed: bool) -> list[list]:
+    """A round's busy links, the busiest (longest busy: bytes x its β) first: [name, bytes,
+    text, seconds busy] each (the text with the seconds only where hardware was named)."""
+    if not len(ran.round_seconds):
+        return []
+    index = {name: k for k, name in enumerate(topology.link_names)}
+    rows = []
+    for name, nbytes in ran.round_links(0).items():
+        busy = nbytes * float(topology.beta[index[name]])
+        text = size_label(nbytes) + (f", {_duration(busy)}" if timed else "")
+        rows.append([name, nbytes, text, busy])
+    return sorted(rows, key=lambda row: (-row[3], index[row[0]]))
+
+
+def _topology_view(schedule: Schedule, nbytes: float, topology: Topology, named: bool) -> dict:
+    """The ranks on ``topology``, the drawn links, and per round each transfer's arc(s) and the
+    bytes on every busy link (simulate's)."""
+    n = schedule.n_ranks
+    layout, places = _positions(topology, n)
+    ends = _link_ends(topology)
+    drawn = ends if len(ends) <= 4 * n else {}  # a ring's or torus's links, not n·(n-1)
+    rounds = []
+    for round_ in schedule.rounds:
+        arcs = []
+        for t in round_:
+            hops = topology.routes(np.array([t.src]), np.array([t.dst]))[0]
+            hops = [int(k) for k in hops if k >= 0]
+            if drawn and all(k in drawn for k in hops):
+                path = " ".join(_hop(places, *drawn[k], layout) for k in hops)
+            else:
+                path = _chord(places, t.src, t.dst)
+            arcs.append({"d": path, "src": t.src, "dst": t.dst, "reduce": t.reduce,
+                         "text": str(t)})
+        ran = simulate(replace(schedule, rounds=(round_,)), nbytes, topology)
+        rounds.append({"arcs": arcs, "loads": _loads(ran, topology, named)})
+    nodes = [] if topology.node_of is None else [
+        {"node": int(m), "ranks": [int(r) for r in np.flatnonzero(topology.node_of == m)]}
+        for m in np.unique(topology.node_of)]
+    return {"layout": layout, "size": VIEW, "radius": NODE,
+            "places": np.round(places, 1).tolist(), "nodes": nodes,
+            "links": [{"d": _hop(places, a, b, layout), "name": topology.link_names[k]}
+                      for k, (a, b) in sorted(drawn.items())],
+            "name": topology.name if named else "each rank's port on a switch (no topology "
+                                                "named: the bytes each rank sends and receives)",
+            "rounds": rounds}
 
 
 _PAGE = """<!DOCTYPE html>
@@ -320,23 +527,38 @@ _PAGE = """<!DOCTYPE html>
   #verdict.unverified { color: #8a6100; }
   .controls { display: flex; flex-wrap: wrap; gap: 8px; align-items: center; margin: 10px 0 4px; }
   #round { font-weight: 600; min-width: 13em; }
+  #phases { display: flex; gap: 2px; margin: 6px 0; max-width: 1100px; }
+  .phase { padding: 2px 6px; background: #eef1f5; border-radius: 3px; font-size: 12px;
+           overflow: hidden; white-space: nowrap; text-overflow: ellipsis; cursor: pointer; }
+  .phase.current { background: #fff3c4; outline: 1px solid #c9a400; font-weight: 600; }
   #now { font-size: 13px; min-height: 2.8em; }
   #now code { font-size: 12px; }
+  .views { display: flex; flex-wrap: wrap; gap: 28px; align-items: flex-start; }
   svg { display: block; margin: 6px 0; }
   svg text { font-size: 11px; fill: #444; }
+  svg text.label { font: 10px ui-monospace, "SFMono-Regular", Menlo, Consolas, monospace;
+                   fill: #111; stroke: #fff; stroke-width: 2.5; paint-order: stroke; }
+  .changed { fill: none; stroke: #111; stroke-width: 2.5; }
+  .sent { fill: none; stroke: #111; stroke-width: 1.2; stroke-dasharray: 2 2; }
   .arrow { fill: none; stroke: #111; stroke-width: 1.6; }
   .arrow.reduce { stroke-dasharray: 5 3; }
-  .changed { fill: none; stroke: #111; stroke-width: 2.5; }
-  svg text.done { font-size: 12px; font-weight: 700; fill: #fff; stroke: #111;
-                  stroke-width: 0.6; paint-order: stroke; }
+  .link { fill: none; stroke: #c8c8c8; stroke-width: 1; }
+  .sector { fill: none; stroke-linecap: butt; }
+  svg text.rank { font-size: 10px; font-weight: 700; fill: #fff; stroke: #111;
+                  stroke-width: 0.7; paint-order: stroke; }
+  .legend { max-width: 760px; }
   .legend span { display: inline-flex; align-items: center; gap: 4px; margin-right: 12px;
                  font-size: 12px; }
   .swatch { width: 12px; height: 12px; display: inline-block; }
+  #topology-name, #loads { font-size: 12px; max-width: 360px; }
+  #loads table td { text-align: left; }
+  .bar { display: inline-block; height: 9px; background: #6b7f99; }
+  tr.busiest td { font-weight: 600; }
   .table { max-height: 280px; overflow: auto; margin-top: 8px; display: inline-block; }
   table { border-collapse: collapse; font-size: 12px; }
   th, td { padding: 2px 10px; text-align: right; border-bottom: 1px solid #eee; }
   th { position: sticky; top: 0; background: #fafafa; }
-  tbody tr { cursor: pointer; }
+  #rounds tr { cursor: pointer; }
   tr.current { background: #fff3c4; }
 </style>
 </head>
@@ -351,12 +573,23 @@ _PAGE = """<!DOCTYPE html>
   <input id="slider" type="range" min="0" value="0" step="1" aria-label="round">
   <output id="round" data-step="0"></output>
 </div>
+<div id="phases"></div>
 <div id="now"></div>
-<svg id="grid" role="img" aria-label="each rank's chunks, coloured by whose data they hold"></svg>
-<div class="legend" id="legend"></div>
+<div class="views">
+  <div>
+    <svg id="grid" role="img" aria-label="each rank's chunks: what each holds"></svg>
+    <div class="legend" id="legend"></div>
+  </div>
+  <div>
+    <svg id="topology" role="img" aria-label="the ranks on their links and this round's transfers"
+         width="__VIEW__" height="__VIEW__"></svg>
+    <div id="topology-name"></div>
+    <div id="loads"></div>
+  </div>
+</div>
 <div class="table"><table>
-  <thead><tr><th>round</th><th>transfers</th><th>bytes moved</th><th>busiest rank sends</th>
-    <th>time</th><th>total</th></tr></thead>
+  <thead><tr><th>round</th><th>phase</th><th>transfers</th><th>bytes moved</th>
+    <th>busiest rank sends</th><th>time</th><th>total</th></tr></thead>
   <tbody id="rounds"></tbody>
 </table></div>
 <script type="application/json" id="schedule-data">__DATA__</script>
@@ -364,77 +597,129 @@ _PAGE = """<!DOCTYPE html>
 "use strict";
 // Steps: 0 is the start, step k the state after round k - 1 with that round's transfers.
 const data = JSON.parse(document.getElementById("schedule-data").textContent);
+const view = data.view;
 const $ = id => document.getElementById(id);
-const last = data.rounds.length, S = data.cell;
-const BULGE = Math.ceil(0.18 * Math.max(data.n_ranks, data.n_chunks) * S);  // arcs' room
-const LEFT = 86 + BULGE, TOP = 24;
+const last = data.rounds.length, W = data.cell_w, H = data.cell_h, LEFT = 86, TOP = 24;
 const DEFS = '<defs><marker id="head" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" '
   + 'markerHeight="7" orient="auto"><path d="M0,0 L10,5 L0,10 z" fill="#111"/></marker></defs>';
 let step = 0, timer = null;
+const plural = (k, word) => `${k} ${word}${k === 1 ? "" : "s"}`;
+const phaseOf = index => data.phases.findIndex(p => p.first <= index && index <= p.last);
 
-function centre(rank, chunk) { return [LEFT + chunk * S + S / 2 - 1, TOP + rank * S + S / 2 - 1]; }
-
-function labels() {
+function headings() {
   const out = [];
   for (let c = 0; c < data.n_chunks; c++)
-    out.push(`<text x="${LEFT + c * S + S / 2}" y="${TOP - 8}" text-anchor="middle">` +
+    out.push(`<text x="${LEFT + c * W + W / 2}" y="${TOP - 8}" text-anchor="middle">` +
              `${data.labels[c]}</text>`);
   for (let r = 0; r < data.n_ranks; r++)
-    out.push(`<text x="${LEFT - 8}" y="${TOP + r * S + S / 2 + 4}" text-anchor="end">`
+    out.push(`<text x="${LEFT - 8}" y="${TOP + r * H + H / 2 + 4}" text-anchor="end">`
              + `${r === data.root ? "root " : ""}rank ${r}</text>`);
   return out.join("");
 }
 
-function cell(rank, chunk, held, changed, done) {  // held: [[rank, chunk], ...] summed
-  const x = LEFT + chunk * S, y = TOP + rank * S, w = S - 2, h = w / Math.max(held.length, 1);
-  const holders = [...new Set(held.map(([r]) => r))].join(",");
-  const contributions = held.map(pair => pair.join(":")).join(" ");
-  const what = held.length ? "data of " + held.map(([r, c]) => `rank ${r}'s chunk ${c}`).join(", ")
-                           : "nothing yet";
-  const stripes = held.length
-    ? held.map(([r], k) => `<rect x="${x}" y="${y + k * h}" width="${w}" height="${h}" `
-                           + `fill="${data.colours[r]}"/>`).join("")
-    : `<rect x="${x}" y="${y}" width="${w}" height="${w}" fill="${data.empty}"/>`;
-  const outline = changed  // written this round: an outline inside the cell
-    ? `<rect class="changed" x="${x + 1}" y="${y + 1}" width="${w - 2}" height="${w - 2}"/>` : "";
-  const tick = done  // holds its result: what the primitive promises this cell
-    ? `<text class="done" x="${x + w - 2}" y="${y + 11}" text-anchor="end">&#10003;</text>` : "";
-  const classes = `cell${changed ? " changed-cell" : ""}${done ? " complete" : ""}`;
-  return `<g class="${classes}" data-rank="${rank}" `
-    + `data-chunk="${chunk}" data-holders="${holders}" data-contributions="${contributions}">`
-    + `<title>rank ${rank}, chunk ${chunk}: ${what}${changed ? " (written this round)" : ""}`
-    + `${done ? " (complete)" : ""}</title>${stripes}${outline}${tick}</g>`;
+function fitted(text, width) {  // what of a label fits in a cell (10 px monospace: 6 px a glyph)
+  const room = Math.floor((width - 4) / 6);
+  return text.length <= room ? text : text.slice(0, Math.max(room - 1, 0)) + "\u2026";
 }
 
-function arrows([src, dst, chunks, into, reduce]) {  // one arc per chunk moved, as draw()'s
-  return chunks.map((c, i) => {
-    const [x0, y0] = centre(src, c), [x1, y1] = centre(dst, into[i]);
-    const cx = (x0 + x1) / 2 + 0.35 * (y1 - y0), cy = (y0 + y1) / 2 - 0.35 * (x1 - x0);
-    return `<path class="arrow${reduce ? " reduce" : ""}" data-src="${src}" data-dst="${dst}" `
-      + `d="M${x0},${y0} Q${cx},${cy} ${x1},${y1}" marker-end="url(#head)"/>`;
-  }).join("");
+function cell(rank, chunk, held, label, marks) {  // held: [[rank, chunk], ...] summed
+  const x = LEFT + chunk * W, y = TOP + rank * H, w = W - 2, h = H - 2;
+  const holders = [...new Set(held.map(([r]) => r))].join(",");
+  const contributions = held.map(pair => pair.join(":")).join(" ");
+  const k = h / Math.max(held.length, 1);
+  const stripes = held.length
+    ? held.map(([r], i) => `<rect x="${x}" y="${y + i * k}" width="${w}" height="${k}" `
+                           + `fill="${data.colours[r]}"/>`).join("")
+    : `<rect x="${x}" y="${y}" width="${w}" height="${h}" fill="${data.empty}"/>`;
+  const text = label ? `<text class="label" x="${x + 3}" y="${y + h / 2 + 3.5}">`
+                       + `${fitted(label, w)}</text>` : "";
+  const sent = marks.sent  // sent from this round: a dotted outline
+    ? `<rect class="sent" x="${x + 1}" y="${y + 1}" width="${w - 2}" height="${h - 2}"/>` : "";
+  const outline = marks.changed  // written this round: a thick outline
+    ? `<rect class="changed" x="${x + 1}" y="${y + 1}" width="${w - 2}" height="${h - 2}"/>` : "";
+  const corner = marks.done  // holds its result: what the primitive promises this cell
+    ? `<path d="M${x + w - 8},${y} h8 v8 z" fill="#111"/>` : "";
+  const classes = ["cell", marks.changed && "changed-cell", marks.sent && "sent-cell",
+                   marks.done && "complete"].filter(Boolean).join(" ");
+  const notes = [marks.changed && "written this round", marks.sent && "sent this round",
+                 marks.done && "complete"].filter(Boolean).join(", ");
+  return `<g class="${classes}" data-rank="${rank}" data-chunk="${chunk}" `
+    + `data-holders="${holders}" data-contributions="${contributions}" data-label="${label}">`
+    + `<title>rank ${rank}, chunk ${data.labels[chunk]}: ${label || "nothing yet"}`
+    + `${notes ? " (" + notes + ")" : ""}</title>${stripes}${text}${sent}${outline}${corner}</g>`;
+}
+
+function drawGrid(round) {
+  const parts = [headings()];
+  const key = (r, c) => `${r}:${c}`;
+  const written = new Set(round ? round.transfers.flatMap(([, dst, , into]) =>
+    into.map(c => key(dst, c))) : []);  // each transfer's destination chunks
+  const sent = new Set(round ? round.transfers.flatMap(([src, , chunks]) =>
+    chunks.map(c => key(src, c))) : []);
+  const done = new Set(data.complete[step].map(([r, c]) => key(r, c)));
+  data.states[step].forEach((row, r) => row.forEach((held, c) => parts.push(cell(
+    r, c, held, data.texts[step][r][c],
+    {changed: written.has(key(r, c)), sent: sent.has(key(r, c)), done: done.has(key(r, c))}))));
+  const grid = $("grid");
+  grid.setAttribute("width", LEFT + data.n_chunks * W + 8);
+  grid.setAttribute("height", TOP + data.n_ranks * H + 8);
+  grid.innerHTML = parts.join("");
+}
+
+function sector(ranks, node) {  // a node's ranks round the circle: a band behind them, named
+  const c = view.size / 2, angle = r => 2 * Math.PI * r / data.n_ranks;
+  const [a0, a1] = [angle(ranks[0]) - 0.35 / data.n_ranks * 2 * Math.PI,
+                    angle(ranks[ranks.length - 1]) + 0.35 / data.n_ranks * 2 * Math.PI];
+  const R = c - 30, at = a => [c + R * Math.sin(a), c - R * Math.cos(a)];
+  const [[x0, y0], [x1, y1]] = [at(a0), at(a1)], big = a1 - a0 > Math.PI ? 1 : 0;
+  const mid = (a0 + a1) / 2;
+  const [tx, ty] = [c + (R - 34) * Math.sin(mid), c - (R - 34) * Math.cos(mid)];
+  return `<path class="sector" stroke="${node % 2 ? "#f5ead8" : "#e3eaf3"}" `
+    + `stroke-width="${2 * view.radius + 10}" `
+    + `d="M${x0},${y0} A${R},${R} 0 ${big} 1 ${x1},${y1}"/>`
+    + `<text x="${tx}" y="${ty + 4}" text-anchor="middle">node ${node}</text>`;
+}
+
+function drawTopology(round) {
+  const parts = [DEFS];
+  view.nodes.forEach(({node, ranks}) => parts.push(sector(ranks, node)));
+  view.links.forEach(l => parts.push(
+    `<path class="link" d="${l.d}"><title>${l.name}</title></path>`));
+  if (round) view.rounds[step - 1].arcs.forEach(a => parts.push(
+    `<path class="arrow${a.reduce ? " reduce" : ""}" data-src="${a.src}" data-dst="${a.dst}" `
+    + `d="${a.d}" marker-end="url(#head)"><title>${a.text}</title></path>`));
+  view.places.forEach(([x, y], r) => parts.push(
+    `<g class="rank" data-rank="${r}"><circle cx="${x}" cy="${y}" r="${view.radius}" `
+    + `fill="${data.colours[r]}" stroke="#111" stroke-width="0.8"/>`
+    + `<text class="rank" x="${x}" y="${y + 3.5}" text-anchor="middle">${r}</text></g>`));
+  $("topology").innerHTML = parts.join("");
+  const loads = round ? view.rounds[step - 1].loads : [];
+  const most = loads.length ? loads[0][3] : 0, shown = loads.slice(0, 12);
+  const rows = shown.map(([name, bytes, text, busy], i) => `<tr class="load${i ? "" : " busiest"}" `
+    + `data-link="${name}" data-bytes="${bytes}"><td>${name}</td><td>${text}</td>`
+    + `<td><i class="bar" style="width:${Math.max(1, 120 * busy / (most || 1))}px"></i>`
+    + `</td></tr>`);
+  $("loads").innerHTML = !round ? "before the first round: no link is busy"
+    : `links busy this round (jaxcoll.simulate): ${plural(loads.length, "link")}, the one `
+      + `busy longest (bytes x its β) first${loads.length > shown.length ? ` (${loads.length - shown.length} more not shown)` : ""}`
+      + `<table>${rows.join("")}</table>`;
 }
 
 function render() {
-  const round = step ? data.rounds[step - 1] : null, parts = [DEFS, labels()];
-  const written = new Set(round ? round.transfers.flatMap(([, dst, , into]) =>
-    into.map(c => `${dst}:${c}`)) : []);  // each transfer's destination chunks
-  const done = new Set(data.complete[step].map(([r, c]) => `${r}:${c}`));
-  data.states[step].forEach((row, r) => row.forEach((held, c) =>
-    parts.push(cell(r, c, held, written.has(`${r}:${c}`), done.has(`${r}:${c}`)))));
-  if (round) parts.push(round.transfers.map(arrows).join(""));
-  const grid = $("grid");
-  grid.setAttribute("width", LEFT + data.n_chunks * S + BULGE);
-  grid.setAttribute("height", TOP + data.n_ranks * S + 8);
-  grid.innerHTML = parts.join("");
+  const round = step ? data.rounds[step - 1] : null;
+  drawGrid(round);
+  drawTopology(round);
   $("round").textContent = step ? `after round ${step - 1} (${step} of ${last})`
-                                : `start (${last} rounds)`;
+                                : `start (${plural(last, "round")})`;
   $("round").dataset.step = step;
   $("slider").value = step;
+  const phase = round ? phaseOf(step - 1) : -1;
+  document.querySelectorAll("#phases .phase").forEach((p, k) => p.classList.toggle("current",
+                                                                                 k === phase));
   $("now").innerHTML = "";
   $("now").append(round
-    ? `round ${step - 1}: ${round.bytes_text} moved, the busiest rank sends `
-      + `${round.busiest_text}`
+    ? `round ${step - 1}, ${data.phases[phase].name}: ${round.bytes_text} moved, the busiest `
+      + `rank sends ${round.busiest_text}`
       + (round.seconds === null ? ": " : `, ${round.time_text} (${round.total_text} so far): `)
     : "before the first round: what each rank starts with");
   if (round) {
@@ -473,25 +758,39 @@ function setUp() {
   $("title").textContent = data.name;
   const root = data.root === null ? "" : ` from root ${data.root}`;
   const what = data.primitive ? data.primitive + root : "no primitive";
-  const plural = (k, word) => `${k} ${word}${k === 1 ? "" : "s"}`;
   const taking = data.total_text === null ? "" : ` takes ${data.total_text}`;
   $("summary").textContent = `${what}: ${plural(data.n_ranks, "rank")} (rows) x `
     + `${plural(data.n_chunks, "chunk")} (columns), ${plural(last, "round")}; `
     + `${data.nbytes_text} per rank${taking}, ${data.model}.`;
   $("verdict").textContent = data.verdict_text;
   $("verdict").className = data.verdict;
+  data.phases.forEach((p, k) => {
+    const span = document.createElement("span");
+    span.className = "phase";
+    span.style.flex = String(p.last - p.first + 1);
+    span.dataset.first = p.first;
+    span.dataset.last = p.last;
+    span.textContent = `${p.name}: ${p.first === p.last ? "round " + p.first
+                                                       : `rounds ${p.first}\u2013${p.last}`}`;
+    span.title = span.textContent;
+    span.addEventListener("click", () => go(p.first + 1));
+    $("phases").append(span);
+  });
   const legend = data.sources.map(r => `<span><i class="swatch" `
     + `style="background:${data.colours[r]}"></i>data of rank ${r}</span>`);
   legend.push(`<span><i class="swatch" style="background:${data.empty}"></i>nothing yet</span>`,
+              "<span>a0\u20132: chunk a of ranks 0 to 2, summed (a0+a1+a2)</span>",
               "<span>&#8212; copy</span>", "<span>- - reduce (add into)</span>",
-              "<span>&#9633; outlined: written this round</span>",
-              "<span>&#10003; holds its result</span>",
+              "<span>&#9633; thick: written this round, dotted: sent</span>",
+              "<span>&#9698; holds its result</span>",
               "<span>keys: &#8592; &#8594; step, space play</span>");
   $("legend").innerHTML = legend.join("");
+  $("topology-name").textContent = `links: ${view.name}`;
   const body = $("rounds");
-  body.append(row(["start", "", "", "", "", ""], 0));
+  body.append(row(["start", "", "", "", "", "", ""], 0));
   data.rounds.forEach((r, i) => body.append(row(
-    [i, r.transfers.length, r.bytes_text, r.busiest_text, r.time_text, r.total_text], i + 1)));
+    [i, data.phases[phaseOf(i)].name, r.transfers.length, r.bytes_text, r.busiest_text,
+     r.time_text, r.total_text], i + 1)));
   $("slider").max = last;
   $("slider").addEventListener("input", e => go(Number(e.target.value)));
   $("prev").addEventListener("click", () => go(step - 1));
