@@ -25,6 +25,9 @@
 #   the processes ran;
 # - what the transport is on CPU (gloo over TCP on 127.0.0.1), and what one `psum` and one
 #   `ppermute` each turn into there;
+# - how to record a profiler trace in every process (`jax.profiler`), put the processes on one
+#   clock and draw each round's `collective-permute`; what in it the α-β model predicts (the
+#   rounds) and what it does not (waiting for each other, host work, the first call);
 # - what a small machine cannot show (timings of algorithms across processes), and why;
 # - what GPU runtimes run: an algorithm in MSCCL's XML, the format of RCCL's library, read,
 #   proved, stepped through and priced, and a jaxcoll schedule written out for RCCL.
@@ -48,8 +51,13 @@ import jax                                   # processes started), the same on e
 jax.config.update("jax_num_cpu_devices", 8)  # 8 fake CPU devices; must come before any JAX work
 
 import inspect
+import pathlib
+import tempfile
+import warnings
 
+import matplotlib.pyplot as plt
 import numpy as np
+from jax.profiler import ProfileData
 
 import _across_processes_demo as demo       # starts the processes; what each one runs
 import jaxcoll
@@ -84,10 +92,12 @@ print(inspect.getsource(demo.main))
 # every transfer crosses a process boundary. Every process builds the same input, so each can
 # check its own ranks' results against the exact sum (integer values: every order of summation
 # gives the same bits); the counts of mismatches are added up over processes with
-# `jaxcoll.tools.distributed.gather` (JAX's `process_allgather`):
+# `jaxcoll.tools.distributed.gather` (JAX's `process_allgather`). The same run also records the
+# profiler traces of section 4, in a temporary folder:
 
 # %%
-result = demo.result(PROCESSES)
+traces = tempfile.TemporaryDirectory(prefix="jaxcoll-traces-")  # removed when the kernel ends
+result = demo.result(PROCESSES, traces.name)
 assert (result["processes"], result["ranks"]) == (PROCESSES, PROCESSES)
 assert result["collectives_implementation"] == "gloo" and result["transport"] == "gloo"
 assert result["wrong"] == {"ring": 0, "psum": 0, "auto": 0}
@@ -159,7 +169,139 @@ print(f"the gloo calibration: α = {gloo.alpha * 1e6:.0f} µs a round, {gloo.ove
 # instead reads the other "devices'" buffers directly after one rendezvous of threads, which
 # no ring of copies can match.
 #
-# ## 4. What this machine cannot show
+# ## 4. A trace: the rounds on the clock
+#
+# Counting says what the processes run; a trace says when. After the checks above, every process
+# recorded a trace (`jax.profiler.trace`) of a few calls of the ring and of `psum`, each
+# compiled and run once before, so that no compilation is in it:
+
+# %%
+print(inspect.getsource(demo.trace))
+
+# %% [markdown]
+# Each process writes its own, `p{k}/plugins/profile/<time>/<host>.xplane.pb`, with a
+# `.trace.json.gz` of the same events beside it (for Perfetto or `chrome://tracing`). On the
+# CPU backend every op a call runs is an event named after its instruction in the compiled
+# program (process 0 sent the names with its counts: `ppermute.N` for a `collective-permute`,
+# `psum…` for the `all-reduce`; the numbers vary with JAX's version); one call's events share a
+# `run_id`. A trace's times count from its own start, a different instant in each process.
+# `jax.profiler.ProfileData` reads the `.pb`, start included (`profile_start_time`: ns on the
+# host's real-time clock, the one clock all processes of a machine read), so start + time puts
+# every process on one clock. The cell checks it as far as causality goes: in every round a
+# process's `collective-permute` ends after its source's began, since it receives what that
+# sends. (Processes on different hosts read different clocks; there they need aligning.)
+
+# %%
+warnings.filterwarnings("ignore", "builtin type", DeprecationWarning)  # jaxlib on Python 3.12
+
+
+def calls_traced(folder, names):
+    """One process's traced calls, in order: each a list of its ops named ``names``, as
+    (name, start, end) in seconds on the host's clock."""
+    (path,) = pathlib.Path(folder).glob("plugins/profile/*/*.xplane.pb")
+    trace = ProfileData.from_file(str(path))
+    start = dict(trace.find_plane_with_name("Task Environment").stats)["profile_start_time"]
+    calls = {}  # run_id (one per call) -> its ops
+    for line in trace.find_plane_with_name("/host:CPU").lines:  # a line per thread
+        for event in line.events:
+            if event.name in names:
+                calls.setdefault(dict(event.stats)["run_id"], []).append(
+                    (event.name, (start + event.start_ns) / 1e9, (start + event.end_ns) / 1e9))
+    calls = [sorted(ops, key=lambda op: op[1]) for ops in calls.values()]
+    return sorted(calls, key=lambda ops: ops[0][1])  # in time, and each call's ops too
+
+
+def timeline(program, ops_per_call):
+    """(processes, calls, ops a call, 2): when each op of each call began and ended."""
+    names = result["compiled"][program]["names"]
+    traced = [calls_traced(f"{traces.name}/{program}/p{k}", names) for k in range(PROCESSES)]
+    assert [len(calls) for calls in traced] == [result["calls_traced"]] * PROCESSES
+    assert {len(ops) for calls in traced for ops in calls} == {ops_per_call}
+    order = {tuple(name for name, _, _ in ops) for calls in traced for ops in calls}
+    assert len(order) == 1  # every call of every process: the same ops in the same order
+    print(f"{program}: {result['calls_traced']} calls of {' '.join(order.pop())}")
+    return np.array([[[op[1:] for op in ops] for ops in calls] for calls in traced])
+
+
+ring_times, psum_times = timeline("ring", ring.n_rounds), timeline("psum", 1)
+began, ended = ring_times[..., 0], ring_times[..., 1]  # (processes, calls, rounds)
+for k, round_ in enumerate(ring.rounds):
+    for t in round_.transfers:  # rank t.dst receives from t.src; process k holds rank k
+        assert (ended[t.dst, :, k] > began[t.src, :, k]).all()
+took, gaps = ended - began, began[..., 1:] - ended[..., :-1]
+assert (took > 0).all() and (gaps >= 0).all()
+arrived = began[:, :, 0].max(0)  # (calls,) when the last process began each call
+
+
+def span(times):
+    """(calls,) each call's time: its first op's start to its last op's end, over processes."""
+    return times[:, :, -1, 1].max(0) - times[:, :, 0, 0].min(0)
+
+
+model = jaxcoll.simulate(ring, nbytes, gloo.topology(PROCESSES))  # what auto prices with
+fig, axes = plt.subplots(2, 1, figsize=(9, 4.5), sharex=True)
+for ax, times, name in [(axes[0], ring_times, "ring"), (axes[1], psum_times, "psum")]:
+    call = np.argsort(span(times))[len(span(times)) // 2]  # the call of median time
+    zero = times[:, call, 0, 0].min()
+    for k in range(PROCESSES):
+        for r, (start, end) in enumerate((times[k, call] - zero) * 1e3):
+            ax.barh(k, end - start, left=start, color=f"C{r}", edgecolor="black")
+            ax.text((start + end) / 2, k, r if name == "ring" else "", ha="center",
+                    va="center", fontsize=8)
+    if name == "ring":  # the model's rounds, from the last process's start
+        for end in arrived[call] - zero + np.cumsum(model.round_seconds):
+            ax.axvline(end * 1e3, color="grey", linestyle="--", linewidth=1)
+    ax.set(yticks=range(PROCESSES), ylabel="process", title=f"{name}, call {call}")
+    ax.invert_yaxis()
+axes[1].set_xlabel("ms since the call's first collective began")
+plt.show()
+
+# %% [markdown]
+# A bar is one `collective-permute` (labelled with its round) or the one `all-reduce`; the
+# dashed lines are where the model ends each round, counted from the last process's start. It
+# prices each round with the gloo calibration as `auto` does: its links are `"shared"`,
+# so a round costs α + n·overhead + (the round's n·N/n bytes)·β (`jaxcoll.simulate` on
+# `gloo.topology(n)`). Measured against it, over every round, call and process:
+
+# %%
+per_round, first = model.round_seconds.max(), np.median(result["first_call_seconds"]["ring"])
+call_time, after_last = np.median(span(ring_times)), np.median(ended[:, :, -1].max(0) - arrived)
+skew = np.median(arrived - began[:, :, 0].min(0))  # over calls: the last start - the first
+between_calls = np.median(began[:, 1:, 0] - ended[:, :-1, -1])
+print(f"a round: the model {per_round * 1e6:.0f} µs; measured median {np.median(took) * 1e6:.0f} "
+      f"µs ({np.median(took) / per_round:.2f} x the model), from {took.min() * 1e6:.0f} to "
+      f"{took.max() * 1e6:.0f} µs; round 0 alone: median {np.median(took[..., 0]) * 1e6:.0f} µs")
+print(f"a call: the model {model.seconds * 1e3:.1f} ms; measured median {call_time * 1e3:.1f} ms, "
+      f"{after_last * 1e3:.1f} ms after the last process began; psum "
+      f"{np.median(span(psum_times)) * 1e3:.1f} ms")
+print(f"processes began a call a median {skew * 1e6:.0f} µs apart; a process spent a median "
+      f"{np.median(gaps) * 1e6:.0f} µs between rounds, {between_calls * 1e6:.0f} µs between calls")
+print(f"the first call (compiling, connecting): {first:.2f} s, "
+      f"{first / call_time:.0f} x a traced call")
+
+# %% [markdown]
+# What the model predicts, the trace confirms in full: every process runs 2(n-1)
+# `collective-permute`s a call, the same ones in the same order, one after another, each
+# ending after its source's began. How long a round takes is another matter. The model
+# has one price per round, fitted to whole calls on 8 processes; the trace shows what that
+# single number folds together, none of which the model names:
+#
+# - **Waiting for each other.** The processes do not begin a call at the same instant. One that
+#   begins early waits inside its first `collective-permute` until its source has begun, so
+#   the skew shows up as a long round 0 in some processes, not as a gap; the model has every
+#   rank start together.
+# - **Rounds that differ.** The same round takes different times in different calls and
+#   processes (the range printed): a process the operating system is not running holds up its
+#   neighbour, and the ring passes the delay on; with more processes than cores that is
+#   frequent. Section 5 comes back to this.
+# - **Host work**: between rounds (slicing and adding the chunks, the loop) and between calls
+#   (Python dispatching the next one). The model charges per round only what crosses.
+# - **The first call** compiles the program and, the run's first collective, has gloo connect
+#   the processes: the seconds printed, many times a call, which is why the trace starts after.
+#
+# And `psum`, one `all-reduce` in gloo's C++, is one bar per process, with no rounds to read.
+#
+# ## 5. What this machine cannot show
 #
 # Timing algorithms against each other across processes needs a core per process: a process
 # that is not running holds up every other one, and the timings measure the operating system's
@@ -202,7 +344,7 @@ print(f"this machine: {cores} cores, so at most {timed} processes could be timed
 # 3 hold on any machine; the times need one core per process, and real links to mean anything
 # for a cluster.
 #
-# ## 5. What GPU runtimes run: an MSCCL algorithm
+# ## 6. What GPU runtimes run: an MSCCL algorithm
 #
 # NCCL picks among its own built-in rings and trees. Microsoft's MSCCL and AMD's RCCL also run
 # algorithms written as data, in MSCCL's XML, and RCCL ships a library of them for its fully
@@ -304,7 +446,7 @@ assert sorted(str(t) for r in back.rounds for t in r) == sorted(
     str(t) for r in jaxcoll.schedule("allreduce", "ring", 4).rounds for t in r)
 
 # %% [markdown]
-# ## 6. On a real cluster
+# ## 7. On a real cluster
 #
 # The script of section 2 is what runs on a cluster, unchanged. A cluster's own launcher
 # (SLURM's `srun`, Open MPI's `mpirun`, a Kubernetes job) takes the place of

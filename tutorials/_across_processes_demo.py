@@ -8,10 +8,12 @@ Run as a script under the launcher, it is one process of the run:
 Each process joins the others, builds one mesh of every process's devices, and runs the same
 allreduce three ways (jaxcoll's ring, lax.psum, jaxcoll's auto) on integer-valued float32
 inputs. Process 0 prints one line, ``RESULT {json}``: the mismatches (all processes' counts
-added up), what each compiled program contains (its collectives, the bytes of each
-collective-permute, the trip counts of its loops), the transport and what auto chose.
+added up), what each compiled program contains (its collectives and their names, the bytes of
+each collective-permute, the trip counts of its loops), each process's first call of each
+(compile included), the transport and what auto chose. Given a folder (the script's argument),
+each process also records a profiler trace of ring and psum there (:func:`trace`).
 
-Imported (by the notebook), it only offers :func:`launch` and :func:`result`.
+Imported (by the notebook), it only offers :func:`launch`, :func:`result` and :func:`trace`.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import sys
 from pathlib import Path
 
 COUNT = 100_000  # float32 values per rank: 400 kB
+CALLS = 5  # calls of each program traced
 
 
 def launch(nproc: int, *command: str, devices_per_proc: int = 1) -> str:
@@ -37,11 +40,25 @@ def launch(nproc: int, *command: str, devices_per_proc: int = 1) -> str:
     return done.stdout
 
 
-def result(nproc: int) -> dict:
-    """Launch this script on ``nproc`` one-device processes; process 0's RESULT, parsed."""
-    output = launch(nproc, sys.executable, str(Path(__file__).resolve()))
+def result(nproc: int, traces: str = "") -> dict:
+    """Launch this script on ``nproc`` one-device processes (recording their traces in the
+    folder ``traces``, if given); process 0's RESULT, parsed."""
+    script = [sys.executable, str(Path(__file__).resolve())]
+    output = launch(nproc, *script, *([traces] if traces else []))
     (line,) = [line for line in output.splitlines() if " RESULT " in line]
     return json.loads(line.split(" RESULT ", 1)[1])
+
+
+def trace(folder: str, programs: dict, x) -> None:
+    """Record a trace of CALLS calls of each program in ``folder``/NAME/p{this process}."""
+    import jax
+    from jax.experimental import multihost_utils
+
+    for name, run in programs.items():  # each compiled and run once already
+        multihost_utils.sync_global_devices(name)  # a barrier: all done with the last one
+        with jax.profiler.trace(f"{folder}/{name}/p{jax.process_index()}"):
+            for _ in range(CALLS):
+                run(x).block_until_ready()
 
 
 def main():
@@ -51,6 +68,7 @@ def main():
     jaxcoll.tools.distributed.initialize()  # before any other JAX work: join the other processes
 
     import re
+    import time
 
     import jax
     import numpy as np
@@ -79,28 +97,37 @@ def main():
                                      lambda index: values[index])
     exact = values.sum(axis=0)  # integers: every order of the sum gives these bits
 
-    wrong = {}
+    wrong, first = {}, {}
     for name, run in programs.items():
+        start = time.perf_counter()
         rows = local_blocks(run(x))  # this process's ranks' results, (1, COUNT) each
+        first[name] = time.perf_counter() - start  # the first call compiles, then runs
         wrong[name] = sum(int(np.sum(row[0] != exact)) for row in rows)
     wrong = dict(zip(programs, gather(list(wrong.values())).sum(axis=0).tolist()))
+    first = dict(zip(programs, gather(list(first.values())).T.tolist()))  # {name: per process}
 
     compiled = {}
     for name, run in programs.items():
         text = run.lower(x).compile().as_text()
-        ops = re.findall(r"= \S+ (all-reduce|collective-permute|all-gather|reduce-scatter|"
-                         r"all-to-all)(?:-start)?\(", text)
+        found = re.findall(r"%?([^\s%]+) = \S+ (all-reduce|collective-permute|all-gather|"
+                           r"reduce-scatter|all-to-all)(?:-start)?\(", text)
+        ops = [op for _, op in found]
         compiled[name] = {
             "ops": {op: ops.count(op) for op in sorted(set(ops))},
+            "names": [op_name for op_name, _ in found],  # as a trace names their events
             "permute_bytes": [4 * int(np.prod([int(d) for d in dims.split(",") if d]))
                               for dims in re.findall(r"= f32\[([\d,]*)\]\S* collective-permute\(",
                                                      text)],
             "loop_trips": [int(t) for t in re.findall(r'"known_trip_count":\{"n":"(\d+)"', text)]}
 
+    if len(sys.argv) > 1:
+        trace(sys.argv[1], {name: programs[name] for name in ("ring", "psum")}, x)
+
     if jax.process_index() == 0:
         print("RESULT " + json.dumps({
             "processes": jax.process_count(), "ranks": n, "count": COUNT, "wrong": wrong,
-            "compiled": compiled, "transport": jaxcoll.tools.distributed.transport(),
+            "compiled": compiled, "first_call_seconds": first, "calls_traced": CALLS,
+            "transport": jaxcoll.tools.distributed.transport(),
             "collectives_implementation": os.environ.get("JAX_CPU_COLLECTIVES_IMPLEMENTATION"),
             "auto": jaxcoll.choose("allreduce", n, values[0].nbytes)}))
 
