@@ -275,9 +275,12 @@ print("every collective-permute of the hand ring has source_target_pairs", sorte
 lesson.show(ring4)
 
 # %% [markdown]
-# The same ring to step through: Next or → plays a round, with its arrows and the bytes it
-# moves; the colours are the verifier's states. It shows times only for hardware you name
-# (`calibration=jaxcoll.calibration()`: this machine's fake devices; `topology=`: links).
+# The same ring to step through: Next or → plays a round. Each cell is labelled with what it
+# holds (`b1–3`: chunk b of ranks 1 to 3, summed), the cells a round writes are outlined, the
+# phases are named, and beside the buffers the round's transfers are arrows between the ranks,
+# with each link's bytes; the labels and colours are the verifier's states. It shows times only
+# for hardware you name (`calibration=jaxcoll.calibration()`: this machine's fake devices;
+# `topology=`: links).
 # `jaxcoll.tools.pictures.html` draws any schedule this way (`-o ring.html` on the shell writes
 # the page to a file).
 

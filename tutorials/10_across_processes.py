@@ -275,7 +275,8 @@ print(f"a call: the model {model.seconds * 1e3:.1f} ms; measured median {call_ti
       f"{after_last * 1e3:.1f} ms after the last process began; psum "
       f"{np.median(span(psum_times)) * 1e3:.1f} ms")
 print(f"processes began a call a median {skew * 1e6:.0f} µs apart; a process spent a median "
-      f"{np.median(gaps) * 1e6:.0f} µs between rounds, {between_calls * 1e6:.0f} µs between calls")
+      f"{np.median(gaps) * 1e6:.0f} µs between rounds, {between_calls * 1e6:.0f} µs between "
+      "calls")
 print(f"the first call (compiling, connecting): {first:.2f} s, "
       f"{first / call_time:.0f} x a traced call")
 
@@ -399,8 +400,8 @@ assert schedule.n_rounds == 2
 # touch a chunk in no order, a read of scratch nothing wrote, a send nobody receives), naming
 # the gpu, threadblock and step. Then it gave each move the earliest round its data allow: all
 # the sends at once, then all the additions, local to each GPU. That is an ordinary schedule:
-# `verify` proved it, and the page below steps through it (local additions are arrows within a
-# row; scratch columns are named `s0`, `s1`, ...).
+# `verify` proved it, and the page below steps through it (a local addition reads a cell of a
+# row, outlined dotted, into another, outlined thick; scratch columns are named `s0`, `s1`, ...).
 
 # %%
 jaxcoll.tools.pictures.html(schedule)
