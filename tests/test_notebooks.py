@@ -25,7 +25,7 @@ def _code_and_markdown(notebook) -> list[tuple[str, str]]:
 
 def test_there_are_tutorials():
     assert [source.stem[:2] for source in SOURCES] == [
-        "01", "02", "03", "04", "05", "06", "07", "08", "09", "10", "11"]
+        "01", "02", "03", "04", "05", "06", "07", "08", "09", "10", "11", "12"]
 
 
 @pytest.mark.parametrize("source", SOURCES, ids=lambda path: path.stem)
@@ -45,6 +45,7 @@ def test_notebook_matches_its_source(source):
 
 
 @pytest.mark.subprocess_jax
+@pytest.mark.notebook  # run on both of CI's jax versions: what the notebooks teach must hold
 @pytest.mark.parametrize("source", SOURCES, ids=lambda path: path.stem)
 def test_notebook_runs(source):
     build.execute(source)  # raises CellExecutionError (with the failing cell) on any error

@@ -430,3 +430,32 @@ def race_report(run) -> str:
     text = report.getvalue()
     return text[text.index("RACE DETECTED"):] if "RACE DETECTED" in text else ""
 
+
+# ----------------------------------------------------------------------------- pipelines
+
+def pipeline_timelines(tables: dict):
+    """Pipeline schedules {title: table} drawn as stage x tick grids: table[tick][stage] is
+    ("F", i), ("B", i) or None; forwards blue, backwards orange, idle ticks white, each cell
+    labelled with its microbatch. Returns the figure; each title gives its idle share."""
+    import matplotlib.pyplot as plt
+
+    stages = len(next(iter(tables.values()))[0])
+    fig, axes = plt.subplots(len(tables), 1, figsize=(10, len(tables) * (1.0 + 0.45 * stages)),
+                             squeeze=False)
+    for ax, (title, table) in zip(axes[:, 0], tables.items()):
+        idle = sum(op is None for row in table for op in row)
+        for tick, row in enumerate(table):
+            for stage, op in enumerate(row):
+                colour = "white" if op is None else "tab:blue" if op[0] == "F" else "tab:orange"
+                ax.add_patch(plt.Rectangle((tick, stage), 1, 1, facecolor=colour,
+                                           edgecolor="#999999", lw=0.5))
+                if op is not None:
+                    ax.text(tick + 0.5, stage + 0.5, f"{op[0]}{op[1]}", ha="center",
+                            va="center", fontsize=7, color="white")
+        ax.set(xlim=(0, len(table)), ylim=(stages, 0), xlabel="clock tick")
+        ax.set_xticks(range(0, len(table) + 1, 2))
+        ax.set_yticks([s + 0.5 for s in range(stages)], [f"stage {s}" for s in range(stages)])
+        ax.set_title(f"{title}: {len(table)} ticks, {idle} of {len(table) * stages} idle "
+                     f"({idle / (len(table) * stages):.0%})", fontsize=10)
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,165 @@
+"""Tutorial 12's failure demonstrations, each in processes of its own (a hang would stop the
+notebook's kernel), and the plumbing the notebook uses to start them.
+
+    python tutorials/_pipeline_demo.py cond          # one process, 4 fake devices
+    python -m jaxcoll.tools.launch --nproc 2 --devices-per-proc 1 -- \
+        python tutorials/_pipeline_demo.py order     # or: quiet
+
+- ``cond``: a ``ppermute`` inside a ``lax.cond`` that only rank 0 takes; the other ranks never
+  reach it. It prints ``RAN`` only if the program returns.
+- ``order``: process 0 runs a psum then an all_gather, process 1 the same two in the other
+  order. Each call has a watchdog: a collective not done after ``WATCHDOG`` seconds prints
+  ``WATCHDOG`` and ends the process with code 3 (as NCCL users' watchdogs do, see the notebook).
+- ``quiet``: (1) two psums of the same shape, process 1 running them in the other order;
+  (2) a straggler: process ``STRAGGLER`` sleeps ``SLEEP`` s before an allreduce, and every
+  process times its own call. Process 0 prints ``RESULT {json}``.
+
+Imported (by the notebook), it offers :func:`alone`, :func:`launch` and :func:`result`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve()
+WATCHDOG = 3.0  # seconds a collective may take in ``order`` before its process gives up
+SLEEP, STRAGGLER = 1.0, 1  # ``quiet``: who sleeps before the timed allreduce, and how long
+COUNT = 4  # float32 values per rank
+
+
+def _environment() -> dict:
+    """The caller's environment without its JAX_* variables (a run sets its own)."""
+    return {key: value for key, value in os.environ.items() if not key.startswith("JAX_")}
+
+
+def alone(mode: str, xla_flags: str = "", timeout: float = 60) -> subprocess.CompletedProcess:
+    """Run this script's ``mode`` as one process (its return code and output, text)."""
+    env = _environment() | {"XLA_FLAGS": xla_flags}
+    return subprocess.run([sys.executable, str(HERE), mode], capture_output=True, text=True,
+                           timeout=timeout, env=env)
+
+
+def launch(nproc: int, mode: str, timeout: float = 20) -> subprocess.CompletedProcess:
+    """Run this script's ``mode`` under ``python -m jaxcoll.tools.launch`` as ``nproc``
+    processes of one device each, stopped after ``timeout`` seconds (exit code 124)."""
+    command = [sys.executable, "-m", "jaxcoll.tools.launch", "--nproc", str(nproc),
+               "--devices-per-proc", "1", "--timeout", str(timeout), "--grace", "1",
+               "--", sys.executable, str(HERE), mode]
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout + 30,
+                          env=_environment())
+
+
+def result(output: str) -> dict:
+    """Process 0's ``RESULT`` line, parsed."""
+    (line,) = [line for line in output.splitlines() if " RESULT " in line]
+    return json.loads(line.split(" RESULT ", 1)[1])
+
+
+def _cond():
+    os.environ["JAX_PLATFORMS"] = "cpu"
+    import jax
+
+    jax.config.update("jax_num_cpu_devices", 4)
+    import numpy as np
+    from jax import lax
+    from jax.sharding import Mesh, PartitionSpec as P
+
+    mesh = Mesh(np.array(jax.devices()), ("pp",))
+
+    def only_rank_0_sends(x):
+        send = lambda v: lax.ppermute(v, "pp", [(0, 1)])  # noqa: E731
+        return lax.cond(lax.axis_index("pp") == 0, send, lambda v: v, x)
+
+    program = jax.jit(jax.shard_map(only_rank_0_sends, mesh=mesh, in_specs=P("pp"),
+                                    out_specs=P("pp")))
+    print("TRACED", flush=True)  # the type check passed: both branches are varying
+    print("RAN", program(np.arange(4.0, dtype=np.float32)).tolist(), flush=True)
+
+
+def _programs(*names):
+    import jax
+    import numpy as np
+    from jax import lax
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+    import jaxcoll
+
+    mesh = Mesh(np.array(jax.devices()), ("i",))
+    n = mesh.size
+
+    def program(f):
+        return jax.jit(jax.shard_map(lambda rows: f(rows[0])[None], mesh=mesh,
+                                     in_specs=P("i"), out_specs=P("i")))
+
+    values = np.arange(n * COUNT, dtype=np.float32).reshape(n, COUNT)  # row r: rank r's x
+    x = jax.make_array_from_callback(values.shape, NamedSharding(mesh, P("i")),
+                                     lambda index: values[index])
+    bodies = {"psum": lambda v: lax.psum(v, "i"), "psum of 10x": lambda v: lax.psum(10 * v, "i"),
+              "all_gather": lambda v: lax.all_gather(v, "i").reshape(-1),
+              "ring_allreduce": lambda v: jaxcoll.ring_allreduce(v, "i")}
+    programs = {name: program(bodies[name]) for name in names}
+    for run in programs.values():
+        run.lower(x).compile()  # compiled before anything is timed or waited for
+    return programs, x, values
+
+
+def _mine(array) -> list:
+    """This process's row of ``array`` (one device per process)."""
+    import numpy as np
+
+    return np.asarray(array.addressable_shards[0].data).ravel().tolist()
+
+
+def _order():
+    import jax
+
+    programs, x, _ = _programs("psum", "all_gather")
+    names = ["psum", "all_gather"] if jax.process_index() == 0 else ["all_gather", "psum"]
+    for name in names:
+        print(f"calling {name}", flush=True)
+        watchdog = threading.Timer(WATCHDOG, lambda name=name: (
+            print(f"WATCHDOG: {name} not done after {WATCHDOG:g} s", flush=True), os._exit(3)))
+        watchdog.start()
+        jax.block_until_ready(programs[name](x))
+        watchdog.cancel()
+        print(f"{name} finished", flush=True)
+
+
+def _quiet():
+    import jax
+
+    from jaxcoll.tools.distributed import gather
+
+    programs, x, values = _programs("psum", "psum of 10x", "ring_allreduce")
+    me = jax.process_index()
+    names = ["psum", "psum of 10x"][::-1 if me == 1 else 1]
+    swapped = {name: _mine(programs[name](x)) for name in names}
+
+    allreduce = programs["ring_allreduce"]
+    jax.block_until_ready(allreduce(x))  # every process here: they leave it about together
+    if me == STRAGGLER:
+        time.sleep(SLEEP)
+    start = time.perf_counter()
+    jax.block_until_ready(allreduce(x))
+    seconds = gather([time.perf_counter() - start])[:, 0].tolist()
+    if me == 0:
+        print("RESULT " + json.dumps({"values": values.tolist(), "swapped": swapped,
+                                      "seconds": seconds, "sleep": SLEEP,
+                                      "straggler": STRAGGLER}), flush=True)
+
+
+if __name__ == "__main__":
+    mode = sys.argv[1]
+    if mode == "cond":
+        _cond()
+    else:
+        import jaxcoll.tools.distributed
+
+        jaxcoll.tools.distributed.initialize()  # before any other JAX work
+        {"order": _order, "quiet": _quiet}[mode]()
