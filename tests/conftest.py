@@ -37,7 +37,13 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "subprocess_jax: starts other JAX processes (more devices, several "
         "processes, notebooks) that compile every algorithm again; CI's second, newest-jax pass "
-        "leaves them out (-m 'not subprocess_jax')")
+        "leaves them out, all but the notebooks")
+    config.addinivalue_line(
+        "markers", "notebook: runs a tutorial notebook top to bottom; CI's second pass keeps "
+        "these, so every notebook runs on the lowest and the newest jax")
+    config.addinivalue_line(
+        "markers", "jax_free: a module that runs no JAX (schedules, the cost model, pages: "
+        "tests/test_layers.py checks its imports); CI's second pass leaves it out")
 
 
 # The sweeps' rank counts by default: one, powers of two (2, 8), an odd (3) and an even (6)

@@ -11,6 +11,8 @@ import pytest
 import jaxcoll
 from jaxcoll.ir.families import SCHEDULES, two_level
 
+pytestmark = pytest.mark.jax_free  # runs no JAX (schedules, models, pages): the same on every jax
+
 SHEET = (Path(__file__).resolve().parents[1] / "tutorials" / "README.md").read_text()
 ROWS = [row.strip("|").split("|") for row in
         SHEET[SHEET.index("| collective | algorithm |"):].split("\n\n")[0].splitlines()[2:]]

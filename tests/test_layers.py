@@ -9,6 +9,8 @@ import pytest
 
 from jaxcoll.ir.records import RECORDS
 
+pytestmark = pytest.mark.jax_free  # runs no JAX (schedules, models, pages): the same on every jax
+
 PACKAGE = Path(__file__).resolve().parents[1] / "jaxcoll"
 
 # Lowest first: a module may import modules of its own layer and of the layers before it.
@@ -116,6 +118,69 @@ def test_the_analysis_and_the_ir_never_import_jax():
     jax = [f"{module}:{line} imports {target}" for module in below
            for line, target, _ in _imports(module) if target.split(".")[0] in ("jax", "jaxlib")]
     assert below and jax == []
+
+
+# What a jax_free test module (CI's second pass leaves them out) may not touch: JAX, the lowering
+# and the API that runs it, and the tools that time or launch
+RUNS_JAX = ("jax", "jaxlib", "helpers", "jaxcoll.lowering", "jaxcoll.lax", "jaxcoll.overlap",
+            "jaxcoll.ragged", "jaxcoll.tools.timing", "jaxcoll.tools.distributed",
+            "jaxcoll.tools.bench", "jaxcoll.tools.launch")
+# of the names jaxcoll exports from jaxcoll.collectives, those that run nothing
+INERT = {"schedule", "algorithms", "OPS", "BUCKET_BYTES"}
+
+
+def _runs_jax(module: str) -> bool:
+    return any(module == m or module.startswith(m + ".") for m in RUNS_JAX)
+
+
+def _running_names() -> set[str]:
+    """jaxcoll's names that run JAX: its collectives, lax, the Pallas executor, calibrate."""
+    exported = {}  # jaxcoll's name -> the module it comes from (jaxcoll.lax: itself)
+    for node in TREES["jaxcoll"].body:
+        if isinstance(node, ast.ImportFrom):
+            for alias in node.names:
+                whole = f"{node.module}.{alias.name}"
+                exported[alias.asname or alias.name] = whole if whole in MODULES else node.module
+    return {name for name, origin in exported.items() if _runs_jax(origin)
+            or (origin == "jaxcoll.collectives" and name not in INERT)}
+
+
+def _jax_uses(tree, running: set[str]) -> list[str]:
+    """Where a test module imports JAX or something that runs it, or uses such a jaxcoll name."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [f"{node.lineno}: import {a.name}" for a in node.names if _runs_jax(a.name)]
+        elif isinstance(node, ast.ImportFrom):
+            if _runs_jax(node.module or ""):
+                found.append(f"{node.lineno}: from {node.module}")
+            elif node.module == "jaxcoll":
+                found += [f"{node.lineno}: from jaxcoll import {a.name}" for a in node.names
+                          if a.name in running]
+        elif (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+              and node.value.id == "jaxcoll" and node.attr in running):
+            found.append(f"{node.lineno}: jaxcoll.{node.attr}")
+    return found
+
+
+def test_jax_free_test_modules_run_no_jax():
+    """A test module marked jax_free imports no JAX and nothing that runs it, and uses no
+    name of jaxcoll's that runs it; the check sees each kind of use."""
+    running = _running_names()
+    assert {"ring_allreduce", "lax", "Pallas", "calibrate"} <= running and "schedule" not in running
+    sample = ast.parse("import jax.numpy\nfrom jaxcoll.lowering import plan\n"
+                       "from jaxcoll import lax, schedule\njaxcoll.ring_allreduce(x)\n"
+                       "jaxcoll.schedule('allreduce', 'ring', 4)\n")
+    assert _jax_uses(sample, running) == ["1: import jax.numpy", "2: from jaxcoll.lowering",
+                                          "3: from jaxcoll import lax", "4: jaxcoll.ring_allreduce"]
+    marked = {}
+    for path in sorted(Path(__file__).parent.glob("test_*.py")):
+        tree = ast.parse(path.read_text())
+        if any(isinstance(node, ast.Assign) and ast.unparse(node.value) == "pytest.mark.jax_free"
+               for node in tree.body):
+            marked[path.name] = _jax_uses(tree, running)
+    assert "test_verify.py" in marked and "test_page.py" in marked
+    assert {name: uses for name, uses in marked.items() if uses} == {}
 
 
 def test_function_local_imports_are_optional_dependencies_with_a_comment():

@@ -17,6 +17,7 @@ def run_main(*args):
                           text=True, timeout=300)
 
 
+@pytest.mark.subprocess_jax  # compiles every algorithm again (CI's main job runs it too)
 def test_main_job_checks_every_algorithm():
     result = run_main("--ranks", "3", "--counts", "0,5")
     assert result.returncode == 0, result.stderr

@@ -21,6 +21,8 @@ from jaxcoll.analysis.systems import dgx
 from jaxcoll.analysis.topology import ring, torus
 from jaxcoll.ir.families import SCHEDULES as FAMILIES
 
+pytestmark = pytest.mark.jax_free  # runs no JAX (schedules, models, pages): the same on every jax
+
 CALIBRATION = jaxcoll.Calibration(alpha=5e-6, beta=1e-10, gamma=2e-11, backend="test")
 MiB = 1 << 20
 

@@ -12,6 +12,8 @@ from jaxcoll.ir.families import build_schedule
 from jaxcoll.analysis.model import choose, cost, ranking
 from jaxcoll.analysis.topology import nodes, ring, simulate, switch, torus
 
+pytestmark = pytest.mark.jax_free  # runs no JAX (schedules, models, pages): the same on every jax
+
 POWERS = (2, 4, 8, 16, 32, 64)
 LINK = dict(alpha=1e-6, beta=1 / 45e9)  # per hop, 45 GB/s each way
 

@@ -14,6 +14,8 @@ from jaxcoll.ir.families import SCHEDULES
 from jaxcoll.ir.schedules import Round, Schedule, Transfer
 from jaxcoll.ir.symbolic import ScheduleError, verify
 
+pytestmark = pytest.mark.jax_free  # runs no JAX (schedules, models, pages): the same on every jax
+
 PAIRS = [(primitive, algorithm) for primitive, algorithms in SCHEDULES.items()
          for algorithm, entry in algorithms.items() if not entry.two_level]
 

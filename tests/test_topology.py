@@ -12,6 +12,8 @@ from jaxcoll.ir.schedules import Schedule, split_round
 from jaxcoll.analysis.systems import validation
 from jaxcoll.analysis.topology import nodes, ring, shared, simulate, switch, torus
 
+pytestmark = pytest.mark.jax_free  # runs no JAX (schedules, models, pages): the same on every jax
+
 ALPHA, BETA, GAMMA = 1e-5, 1e-9, 3e-10
 
 

@@ -14,6 +14,8 @@ from jaxcoll.ir.records import RECORDS
 from jaxcoll.ir.schedules import Round, Schedule, Transfer
 from jaxcoll.ir.symbolic import ScheduleError, verify
 
+pytestmark = pytest.mark.jax_free  # runs no JAX (schedules, models, pages): the same on every jax
+
 PAIRS = [(p, a) for p, algorithms in SCHEDULES.items() for a in algorithms]
 
 
