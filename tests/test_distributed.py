@@ -213,6 +213,28 @@ def test_hierarchical_mesh_puts_the_inner_level_inside_a_process(tmp_path):
         "('outer', 'inner') [[0, 0], [1, 1], [2, 2], [3, 3]]"]
 
 
+def test_gather_keeps_every_dtype_bit_for_bit(tmp_path):
+    """float64 host times (which JAX without x64 would round to float32: 128 s apart near
+    2026), int64 beyond int32 and bools arrive as sent, scalars as a row per process."""
+    show = script(tmp_path, """
+        import numpy as np
+        import jaxcoll.tools.distributed as d
+        d.initialize()
+        import jax
+        me, now = jax.process_index(), 1_764_900_000.123456  # a host time in late 2025
+        sent = [[now + k * 1e-3, now + k * 1e-3 + 0.5] for k in range(2)]  # process k's
+        times, big = d.gather(sent[me]), d.gather(np.int64(2**40 + me))
+        flags = d.gather(np.array([True, me == 1]))
+        assert times.dtype == np.float64 and times.tolist() == sent
+        assert big.tolist() == [2**40, 2**40 + 1]
+        assert flags.dtype == bool and flags.tolist() == [[True, False], [True, True]]
+        print("gathered", times.shape, big.shape, big.dtype)
+    """)
+    done = run_launcher(["--nproc", "2", "--devices-per-proc", "1", "--", PYTHON, show])
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert rank_lines(done.stdout, 1) == ["gathered (2, 2) (2,) int64"]
+
+
 def test_benchmark_runs_across_processes_and_rank_0_reports(tmp_path):
     out = tmp_path / "bench.json"
     done = run_launcher(["--nproc", "2", "--devices-per-proc", "4", "--", PYTHON, "-m",

@@ -143,11 +143,15 @@ def _env_int(name: str) -> int:
 
 
 def gather(values) -> np.ndarray:
-    """(processes, ...): ``values`` from every process, on every process (alone: one row)."""
+    """(processes, ...): ``values`` from every process, on every process (alone: one row),
+    bit for bit in their own dtype (JAX without x64 would make float64 float32: their bytes
+    travel instead)."""
     values = np.asarray(values)
     if jax.process_count() == 1:
         return values[None]
-    return np.asarray(multihost_utils.process_allgather(values, tiled=False))
+    raw = np.ascontiguousarray(values).reshape(-1).view(np.uint8)  # (values.nbytes,)
+    rows = np.asarray(multihost_utils.process_allgather(raw, tiled=False))  # (processes, nbytes)
+    return np.ascontiguousarray(rows).view(values.dtype).reshape(-1, *values.shape)
 
 
 def local_blocks(array) -> list[np.ndarray]:
