@@ -298,6 +298,9 @@ def test_the_view_places_ranks_on_their_topology_with_simulates_loads():
                 nbytes * links.beta[links.link_names.index(name)] for name, nbytes in want.items()))
     slowest = page_data(pictures.html(schedule, topology=on["nodes"]).text)["view"]["rounds"][7]
     assert "nic" in slowest["loads"][0][0]  # the NICs between nodes, not NVLink, set the time
+    assert {(a["src"], a["dst"]) for a in slowest["arcs"] if a["slow"]} == {(7, 8), (15, 0)}
+    assert pictures.transfer_text(Transfer(0, 1, 3, True)) == "0->1 d+"
+    assert pictures.transfer_text(Transfer(2, 2, (0, 1), False, into=(4, 5))) == "2->2 a,b>e,f="
 
 
 # ----------------------------------------------------------------------------- in a browser
@@ -446,6 +449,22 @@ def shown_labels(tab) -> dict:
     return {(int(r), int(c)): (label, text) for r, c, label, text in rows}
 
 
+def held_counts(label: str) -> dict:
+    """{chunk: how many ranks' copies} of a label."""
+    counts = {}
+    for _, chunk in parse_holding(label):
+        counts[chunk] = counts.get(chunk, 0) + 1
+    return counts
+
+
+def shown_counts(text: str):
+    """What a cut label shows, "n×3+o×1" -> {13: 3, 14: 1}; "×12" -> 12 (all chunks)."""
+    if text.startswith("×"):
+        return int(text[1:])
+    return {ord(letter) - ord("a") if len(letter) == 1 else int(letter[1:-1]): int(count)
+            for letter, count in (group.split("×") for group in text.split("+"))}
+
+
 def test_labels_phases_arrows_and_loads_are_what_the_schedule_does(tab, tmp_path):
     """Round by round on a ring of links: each cell's label reads back as what states() says it
     holds, the named phase is the round's, the topology view's arrows are the round's
@@ -510,6 +529,10 @@ def test_at_16_ranks_no_arrow_crosses_a_rank_it_does_not_join(tab, tmp_path, art
             return hit.length ? [[ends, [...new Set(hit)]]] : [];
           })""", places)
         assert crossed == [], f"round {k - 1}: {crossed}"
+        for label, text in shown_labels(tab).values():
+            if text != label:  # too wide: each chunk's count (or all of them), never a cut
+                held = held_counts(label)
+                assert shown_counts(text) in (held, sum(held.values())), (label, text)
         if k <= 3:
             tab.screenshot(path=str(artefacts / f"page-{name}-round-{k - 1}.png"),
                            full_page=True)

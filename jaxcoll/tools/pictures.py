@@ -33,7 +33,7 @@ import numpy as np
 from jaxcoll.analysis.model import Calibration, cost
 from jaxcoll.analysis.topology import Topology, chunk_bytes, simulate, switch
 from jaxcoll.ir.records import RECORDS
-from jaxcoll.ir.schedules import Schedule
+from jaxcoll.ir.schedules import Schedule, Transfer
 from jaxcoll.ir.symbolic import ScheduleError, promised, states, verify
 
 EMPTY = "#e6e6e6"
@@ -284,7 +284,7 @@ def _page_data(schedule: Schedule, nbytes: float, calibration_, topology) -> dic
     history = states(shown)
     costs, model, total_text = _round_costs(schedule, nbytes, calibration_, topology)
     rounds = [{"transfers": [[t.src, t.dst, t.chunks, t.into, t.reduce] for t in round_],
-               "text": [str(t) for t in round_], **row}
+               "text": [transfer_text(t) for t in round_], **row}
               for round_, row in zip(schedule.rounds, costs)]
     rooted = schedule.primitive in RECORDS and RECORDS[schedule.primitive].rooted
     n, chunks = schedule.n_ranks, schedule.buffer_chunks
@@ -329,6 +329,15 @@ def holding_text(held) -> str:
     for rank, chunk in sorted(held or ()):
         by_chunk[chunk].append(rank)
     return "+".join(_letter(chunk) + _ranges(ranks) for chunk, ranks in sorted(by_chunk.items()))
+
+
+def transfer_text(t: Transfer) -> str:
+    """A transfer as the page writes it, chunks by letter: "0->1 d+" (rank 0's chunk d added
+    into rank 1's), "2->3 a,b=" (copied), "0->0 a>e+" (added into chunk e)."""
+    moved = ",".join(map(_letter, t.chunks))
+    if t.into != t.chunks:
+        moved += ">" + ",".join(map(_letter, t.into))
+    return f"{t.src}->{t.dst} {moved}{'+' if t.reduce else '='}"
 
 
 def _letter(chunk: int) -> str:
@@ -450,7 +459,7 @@ def _chord(places: np.ndarray, src: int, dst: int) -> str:
     d, middle = p1 - p0, (p0 + p1) / 2
     inwards = np.dot([d[1], -d[0]], np.full(2, VIEW / 2) - middle)
     side = 1.0 if inwards >= -1e-9 else -1.0
-    return _curve(p0, p1, side * (0.12 if src < dst else 0.3))
+    return _curve(p0, p1, side * (0.25 if src < dst else 0.42))
 
 
 def _hop(places: np.ndarray, a: int, b: int, layout: str) -> str:
@@ -496,8 +505,10 @@ def _topology_view(schedule: Schedule, nbytes: float, topology: Topology, named:
                 path = " ".join(_hop(places, *drawn[k], layout) for k in hops)
             else:
                 path = _chord(places, t.src, t.dst)
+            slowest = max(float(topology.beta[k]) for k in hops) if hops else 0.0
             arcs.append({"d": path, "src": t.src, "dst": t.dst, "reduce": t.reduce,
-                         "text": str(t)})
+                         "text": transfer_text(t),
+                         "slow": slowest > 1.5 * float(np.min(topology.beta))})
         ran = simulate(replace(schedule, rounds=(round_,)), nbytes, topology)
         rounds.append({"arcs": arcs, "loads": _loads(ran, topology, named)})
     nodes = [] if topology.node_of is None else [
@@ -542,6 +553,7 @@ _PAGE = """<!DOCTYPE html>
   .sent { fill: none; stroke: #111; stroke-width: 1.2; stroke-dasharray: 2 2; }
   .arrow { fill: none; stroke: #111; stroke-width: 1.6; }
   .arrow.reduce { stroke-dasharray: 5 3; }
+  .arrow.slow { stroke: #b42318; stroke-width: 2.6; }
   .link { fill: none; stroke: #c8c8c8; stroke-width: 1; }
   .sector { fill: none; stroke-linecap: butt; }
   svg text.rank { font-size: 10px; font-weight: 700; fill: #fff; stroke: #111;
@@ -617,9 +629,20 @@ function headings() {
   return out.join("");
 }
 
-function fitted(text, width) {  // what of a label fits in a cell (10 px monospace: 6 px a glyph)
-  const room = Math.floor((width - 4) / 6);
-  return text.length <= room ? text : text.slice(0, Math.max(room - 1, 0)) + "\u2026";
+function fitted(text, width) {  // a label, or where it does not fit (10 px monospace: 6 px
+  const room = Math.floor((width - 4) / 6);  // a glyph) each chunk's count: "n×3", never a cut
+  if (text.length <= room) return text;
+  let total = 0;
+  const counts = text.split("+").map(group => {
+    const [, letter, ranks] = group.match(/^([a-z]|\\[\\d+\\])(.*)$/);
+    const count = ranks.split(",").reduce((k, run) => {
+      const [a, b] = run.split("\u2013").map(Number);
+      return k + (b === undefined ? 1 : b - a + 1);
+    }, 0);
+    total += count;
+    return `${letter}\u00d7${count}`;
+  }).join("+");
+  return counts.length <= room ? counts : `\u00d7${total}`;
 }
 
 function cell(rank, chunk, held, label, marks) {  // held: [[rank, chunk], ...] summed
@@ -686,7 +709,8 @@ function drawTopology(round) {
   view.links.forEach(l => parts.push(
     `<path class="link" d="${l.d}"><title>${l.name}</title></path>`));
   if (round) view.rounds[step - 1].arcs.forEach(a => parts.push(
-    `<path class="arrow${a.reduce ? " reduce" : ""}" data-src="${a.src}" data-dst="${a.dst}" `
+    `<path class="arrow${a.reduce ? " reduce" : ""}${a.slow ? " slow" : ""}" `
+    + `data-src="${a.src}" data-dst="${a.dst}" `
     + `d="${a.d}" marker-end="url(#head)"><title>${a.text}</title></path>`));
   view.places.forEach(([x, y], r) => parts.push(
     `<g class="rank" data-rank="${r}"><circle cx="${x}" cy="${y}" r="${view.radius}" `
@@ -709,7 +733,7 @@ function render() {
   const round = step ? data.rounds[step - 1] : null;
   drawGrid(round);
   drawTopology(round);
-  $("round").textContent = step ? `after round ${step - 1} (${step} of ${last})`
+  $("round").textContent = step ? `after round ${step - 1} (${step} of ${last} done)`
                                 : `start (${plural(last, "round")})`;
   $("round").dataset.step = step;
   $("slider").value = step;
@@ -779,13 +803,18 @@ function setUp() {
   const legend = data.sources.map(r => `<span><i class="swatch" `
     + `style="background:${data.colours[r]}"></i>data of rank ${r}</span>`);
   legend.push(`<span><i class="swatch" style="background:${data.empty}"></i>nothing yet</span>`,
-              "<span>a0\u20132: chunk a of ranks 0 to 2, summed (a0+a1+a2)</span>",
+              "<span>a0\u20132: chunk a of ranks 0 to 2, summed (a0+a1+a2); "
+              + "a\u00d73 where that does not fit: three ranks' a</span>",
               "<span>&#8212; copy</span>", "<span>- - reduce (add into)</span>",
+              "<span>0->1 d+: rank 0's chunk d added into rank 1's (= copied; d>f: "
+              + "into chunk f)</span>",
               "<span>&#9633; thick: written this round, dotted: sent</span>",
               "<span>&#9698; holds its result</span>",
               "<span>keys: &#8592; &#8594; step, space play</span>");
   $("legend").innerHTML = legend.join("");
-  $("topology-name").textContent = `links: ${view.name}`;
+  $("topology-name").textContent = `links: ${view.name}`
+    + (view.rounds.some(r => r.arcs.some(a => a.slow))
+       ? "; red arrows cross a link slower than the fastest (a NIC between nodes)" : "");
   const body = $("rounds");
   body.append(row(["start", "", "", "", "", "", ""], 0));
   data.rounds.forEach((r, i) => body.append(row(
