@@ -24,8 +24,8 @@
 # - ranks issuing different collectives: a type error, hangs, silently wrong sums;
 # - what a straggler costs everyone; algbw and busbw read correctly.
 #
-# **Prerequisites**: notebooks 01 (`ppermute`, the ring), 06 (a data-parallel step), 10 (the
-# launcher) and notebook 02, section 7 (`check_vma`).
+# **Prerequisites**: notebooks 01 (`ppermute`), 02 §7 (`check_vma`), 06 (a data-parallel
+# step), 10 (the launcher).
 #
 # **Notation.** p = stages, m = microbatches per step, s = a stage, i = a microbatch.
 
@@ -121,9 +121,9 @@ tables = {name: schedule_table(order, STAGES, MICRO)
 lesson.pipeline_timelines(tables);
 
 # %% [markdown]
-# Both take 22 ticks, as many idle (section 2). They differ in what a stage must keep: the
-# input of each microbatch run forward but not yet backward. Under GPipe every stage holds all
-# m; under 1F1B stage s holds p - s, counted from the tables:
+# Both take 22 ticks, 24 of their 88 stage-ticks idle (section 2). They differ in what a stage
+# must keep: the input of each microbatch run forward but not yet backward. Under GPipe every
+# stage holds all m; under 1F1B stage s holds p - s, counted from the tables:
 
 # %%
 def in_flight(table, s):
@@ -146,11 +146,13 @@ print({name: [in_flight(t, s) for s in range(STAGES)] for name, t in tables.item
 # **Running a table on the mesh.** Stage s is rank s of the axis `"pp"` and holds layer s
 # (`P("pp")`). Every rank runs the same program (SPMD): each tick it computes a forward and a
 # backward and keeps what its entry of the table (picked with `lax.axis_index`) says. The
-# activations then move with one `ppermute` over the pairs (s, s+1): a **shift, not a ring**,
-# the last stage sends nothing forward; gradients move back over (s+1, s); a tick with nothing
-# to send skips it. A stage keeps microbatch i's input in slot i % `slots`. Each `ppermute`
-# waits for the previous one (`after`: independent collectives in one program can crash
-# jaxlib 0.10 on CPU, `lesson.py`'s docstring).
+# activations then move with one `ppermute` over the pairs (s, s+1): a **shift, not a ring**, the
+# last stage sends nothing forward; gradients move back over (s+1, s); a tick with nothing to send
+# skips it. A stage keeps microbatch i's input in slot i % `slots`: its backward recomputes the
+# forward inside `jax.vjp` (activation recomputation), so the input is all it keeps; otherwise
+# it would keep every layer's activations. Each `ppermute`
+# waits for the previous one (`after`: independent collectives in one program can crash jaxlib
+# 0.10 on CPU, `lesson.py`'s docstring).
 
 # %%
 def after(value, previous):
@@ -219,10 +221,11 @@ print("GPipe with 4 slots: the loss right, the gradients wrong")
 # %% [markdown]
 # ## 2. The bubble, against the time of a send
 #
-# Every stage is busy 2m ticks of the 2(m + p - 1): it waits p - 1 ticks for the first
-# forward to reach it and p - 1 for the last backward. So **(p - 1)/(m + p - 1)** of the time
-# is idle, the same for GPipe and 1F1B: 1F1B saves memory, not time. Counted in the tables for
-# p = 2..8 and m = 1..16:
+# Every stage is busy 2m ticks of the 2(m + p - 1). In GPipe stage s idles s ticks before its
+# first forward, 2(p - 1 - s) between its last forward and the backward coming back, and s
+# after its last backward; 1F1B has as many idle ticks, placed elsewhere (the figure). So
+# **(p - 1)/(m + p - 1)** of the time is idle for both: 1F1B saves memory, not time. Counted
+# for p = 2..8 and m = 1..16:
 
 # %%
 def idle_share(table):
@@ -262,7 +265,8 @@ for p in range(2, 9):
 
 # %% [markdown]
 # More microbatches shrink the bubble, but each costs every stage boundary two sends
-# (activations, gradients), each α + bytes·β, and a smaller one has less compute to hide α.
+# (activations, gradients), each α + bytes·β, and α is a larger share of a smaller
+# microbatch's time.
 #
 # A send, priced as a one-round schedule on modelled links (`jaxcoll.analysis.systems`,
 # notebook 05: NCCL's NVLink numbers, the InfiniBand line rate, an assumed 10 µs NIC α), with
@@ -283,45 +287,50 @@ for where, (send, topology) in links.items():
 # %% [markdown]
 # Compute by the transformer rule of thumb: a forward is 2 FLOPs per parameter per token,
 # 12h² parameters a layer of width h, the backward twice that, at 40% of an H100's 989
-# TFLOP/s dense bf16 peak; activations are h bf16 values a token. A step of 16384 tokens in m
-# microbatches, sends not overlapped, takes `makespan` with f = c + t and b = 2c + t:
-# (m + p - 1)(3c + 2t), c a microbatch's forward and t its send. Two models, across nodes:
+# TFLOP/s dense bf16 peak, but never faster than reading the stage's bf16 weights from HBM
+# (3.35 TB/s: the roofline). Activations are h bf16 values a token. A step of 16384 tokens in
+# m microbatches (powers of two, so that they divide it), sends not overlapped, takes
+# `makespan` with f = c + t and b = 2c + t: (m + p - 1)(3c + 2t), c a microbatch's forward
+# and t its send. Two models, across nodes:
 
 # %%
-FLOPS, TOKENS, p = 0.4 * 989e12, 16384, 4
+FLOPS, HBM, TOKENS, p = 0.4 * 989e12, 3.35e12, 16384, 4
 send, across = links["across 4 nodes"]
 
 
 def step_time(width, layers, m):
-    """(seconds of a step, a send / a forward) for m microbatches, stages of layers x width."""
-    c = 2 * 12 * width**2 * layers * (TOKENS / m) / FLOPS
+    """(seconds of a step, a send / a forward, whether the forward is FLOP-bound) for m
+    microbatches, stages of layers x width."""
+    flops, weights = 2 * 12 * width**2 * layers * (TOKENS / m), 12 * width**2 * layers * 2
+    c = max(flops / FLOPS, weights / HBM)
     t = jaxcoll.simulate(send, TOKENS / m * width * 2, across).seconds
     seconds = (m + p - 1) * (3 * c + 2 * t)
     assert np.isclose(makespan(one_f_one_b, p, m, f=c + t, b=2 * c + t), seconds)
-    return seconds, t / c
+    return seconds, t / c, flops / FLOPS >= weights / HBM
 
 
-ms = np.arange(1, 257)
+ms = 2 ** np.arange(9)                                      # 1, 2, 4, ..., 256
 for name, width, layers in [("h = 8192, 8 layers a stage", 8192, 8),
                             ("h = 2048, 1 layer a stage", 2048, 1)]:
-    times, ratios = np.array([step_time(width, layers, m) for m in ms]).T
-    best = ms[np.argmin(times)]
-    print(f"{name}: a send is {ratios[7]:.1%} of a forward at m = 8; "
-          f"best m = {best} of 1..256, {times.min() * 1e3:.1f} ms, "
-          f"bubble there {(p - 1) / (best + p - 1):.1%}")
+    times, ratios, bound = np.array([step_time(width, layers, m) for m in ms]).T
+    best, roofline = ms[np.argmin(times)], ms[bound.astype(bool)].max()
+    print(f"{name}: a send is {ratios[ms == 8][0]:.1%} of a forward at m = 8; best m = {best} "
+          f"of 1..256, {times.min() * 1e3:.1f} ms, bubble there {(p - 1) / (best + p - 1):.1%}; "
+          f"FLOP-bound up to m = {roofline}")
     if width == 8192:
-        assert ratios.max() < 0.02 and best == ms[-1]        # the sends never decide
+        assert ratios.max() < 0.02 and best == roofline      # the sends never decide
     else:
-        assert ratios[7] > 0.3 and 8 < best < ms[-1]         # more microbatches stop paying
+        assert ratios[ms == 8] > 0.3 and 8 < best < roofline  # the sends stop it first
         assert times[ms == 4 * best] > times.min() * 1.02
 
 # %% [markdown]
-# For the wide model a send is 1% of a forward: the bubble is the cost; the cure is more
-# microbatches, or the interleaved schedule of [Narayanan et al.
-# 2021](https://arxiv.org/abs/2104.04473) (v chunks per stage divide the bubble by v, for v
-# times the sends, by their analysis). For the narrow one a send is a third of a forward and
-# grows as microbatches shrink (α stays): past the best m, sends cost more than the bubble
-# saves. A model with stated assumptions, not a measurement.
+# For the wide model a send is 1% of a forward: the bubble is the cost, and more microbatches cure
+# it until a microbatch (below about 120 tokens) takes longer to read the weights than to do its
+# FLOPs; beyond that, the interleaved schedule of [Narayanan et al.
+# 2021](https://arxiv.org/abs/2104.04473) divides the bubble by v, the chunks per stage, for v
+# times the sends. For the narrow one a send is a third of a forward and grows as microbatches
+# shrink (α stays): past the best m, sends cost more than the bubble saves. A model with stated
+# assumptions, not a measurement.
 #
 # ## 3. Pipeline x data parallel on a 2 x 4 mesh
 #
@@ -360,12 +369,11 @@ print(f"2 x 4 mesh: loss {losses[-1]:.7f}, one device {loss_2:.7f}; gradients eq
 
 # %% [markdown]
 # **More axes**, each with its collective (notebooks 09, 11): **TP** (`"tp"`, inside a
-# stage): Megatron's MLP allreduces activations once per layer forward and once backward (a
-# reduce-scatter and an allgather with sequence parallelism), so it stays on NVLink; **EP**
-# (`"ep"`): two alltoalls per mixture-of-experts layer, tokens to experts and back; **PP**:
-# one send per microbatch and stage boundary each way, the fewest bytes, so it crosses nodes;
-# **DP**: one gradient allreduce a step. Narayanan et al. place them so: TP inside a node, PP
-# across nodes, DP outermost, on a mesh `("dp", "pp", "tp")`.
+# stage): Megatron's MLP allreduces activations once per layer forward and once backward, so it
+# stays on NVLink; **EP** (`"ep"`): two alltoalls per mixture-of-experts layer, tokens to experts
+# and back; **PP**: one send per microbatch and stage boundary each way, the fewest bytes, so it
+# crosses nodes; **DP**: one gradient allreduce a step. Narayanan et al. place them so: TP inside
+# a node, PP across nodes, DP outermost, on a mesh `("dp", "pp", "tp")`.
 #
 # ## 4. Failure modes
 #
@@ -405,12 +413,12 @@ said = [re.sub(r"RendezvousKey\{[^}]*\}", "...", line.split("] ", 1)[1])
         for line in ran.stderr.splitlines() if "rendezvous.cc" in line and "arrived" in line]
 print(f"return code {ran.returncode}", *said, sep="\n  ")
 assert "TRACED" in ran.stdout and "RAN" not in ran.stdout      # traced, never returned
-assert ran.returncode == -6 and "only 1 of them arrived" in ran.stderr   # SIGABRT
+assert ran.returncode != 0                                      # the runtime ended it
 
 # %% [markdown]
-# On jax 0.10.2 and 0.12 alike it ends with SIGABRT (return code -6) after "Termination
+# On jax 0.10.2 and 0.12 alike it ended with SIGABRT (return code -6) after "Termination
 # timeout ... Expected 4 threads to join the rendezvous, but only 1 of them arrived": rank 0,
-# the only one that reached the `ppermute`.
+# the only one that reached the `ppermute` (the message is the runtime's, not asserted).
 #
 # **Across processes** each runs its own programs, like NCCL's ranks, and nothing checks
 # their order. Process 0 calls `psum` then `all_gather`, process 1 the other order
@@ -440,33 +448,32 @@ np.testing.assert_array_equal(got, values[0] + 10 * values[1] + values[2])   # n
 
 # %% [markdown]
 # No error, no hang: process 0's `psum` got process 1's `10 x`. On GPUs it is the same. A hang
-# shows as GPUs busy doing nothing (NCCL's kernels spin while they wait). `NCCL_DEBUG=WARN`
-# prints NCCL's errors, `NCCL_DEBUG=INFO` also what it set up (rings, trees, channels,
-# transports), and with `NCCL_DEBUG_SUBSYS=COLL` a line per collective call, whose sequences
-# can be compared across ranks. NCCL waits forever; PyTorch's `ProcessGroupNCCL` has a
-# watchdog thread that aborts collectives older than the process group's `timeout`, and
-# `TORCH_NCCL_ASYNC_ERROR_HANDLING` says what then happens to the process (PyTorch's docs).
-# Our `order` watchdog is the same idea: a timeout turns a hang into an error naming the
-# collective. Nothing catches the silent case but comparing the sequences.
+# shows as GPUs busy doing nothing (NCCL's kernels spin while they wait). `NCCL_DEBUG=INFO`
+# prints what NCCL set up (rings, trees, channels, transports) and its errors; with
+# `NCCL_DEBUG_SUBSYS=COLL`, a line per collective call, whose sequences can be compared across
+# ranks. NCCL waits forever; PyTorch's `ProcessGroupNCCL` runs a watchdog that aborts
+# collectives older than the group's `timeout`. Our `order` watchdog is the same idea: a
+# timeout turns a hang into an error naming the collective. Only comparing the sequences
+# catches the silent case.
 #
 # ### 4b. A straggler
 #
 # The same `quiet` run then synchronised its 3 processes with one `ring_allreduce`, let
-# process 1 sleep 1 s (a slow data loader, a throttled GPU), and timed each process's next
-# `ring_allreduce` up to `block_until_ready`:
+# process 1 sleep 1 s (a slow data loader, a throttled GPU), and noted on the host's clock
+# when each entered its next `ring_allreduce` and when it left (`block_until_ready`):
 
 # %%
-seconds, sleep = np.array(found["seconds"]), found["sleep"]
-print("each process's allreduce:", ", ".join(f"{t:.3f} s" for t in seconds),
-      f"(process {found['straggler']} slept {sleep} s)")
-others = np.delete(seconds, found["straggler"])
-assert (others > 0.5 * sleep).all()                   # the others waited for it
-assert seconds[found["straggler"]] < 0.5 * sleep      # it found them waiting
+entered, left = np.array(found["entered"]), np.array(found["left"])
+print("each process's allreduce:", ", ".join(f"{t:.3f} s" for t in left - entered),
+      f"(process {found['straggler']} slept {found['sleep']} s)")
+assert (left >= entered.max()).all()    # no process left before the last one entered
 
 # %% [markdown]
-# The sleeper's allreduce is quick, the others' take its sleep: a collective ends when its
-# last rank arrives. A rank slow *in a collective* may mean a slow rank elsewhere: compare
-# when ranks *enter* it. In a pipeline every tick waits for the slowest stage.
+# No process can leave before the last one arrives (asserted: it holds on any machine), so the
+# others' allreduce lasts about the sleep and the sleeper's is quick (printed: times depend on the
+# machine): a collective ends when its last rank arrives. A rank slow *in a collective* may mean a
+# slow rank elsewhere: compare when ranks *enter* it. In a pipeline every tick waits for the
+# slowest stage.
 #
 # ### 4c. Reading busbw
 #
@@ -501,7 +508,8 @@ for n in (2, 4, 8):
     busbw = algbw[n] * busbw_factor("allreduce", n)
     print(f"n = {n}: algbw {algbw[n]:5.1f} GB/s, busbw {busbw:5.1f} GB/s")
     assert abs(busbw / systems.GPUS["h100"][0] - 1) < 0.02      # the link's 370.8 GB/s
-assert np.isclose(algbw[2] / algbw[8], busbw_factor("allreduce", 8), rtol=0.02)
+assert np.isclose(algbw[2] / algbw[8],
+                  busbw_factor("allreduce", 8) / busbw_factor("allreduce", 2), rtol=0.02)
 
 published = systems.PUBLISHED[1]
 print(f"{published.system}: {published.source}")
@@ -510,15 +518,16 @@ print(f"  its algbw: {published.busbw / busbw_factor('allreduce', 8):.0f} GB/s; 
 
 # %% [markdown]
 # So "algbw 210 GB/s on 8 GPUs, 370 on 2" is the same hardware, equally used. The published
-# 370 GB/s busbw (source printed) compares with one direction of NVLink: 450 GB/s line rate
-# on H100 (the quoted 900 GB/s counts both), or NCCL's effective 370.8 (`systems`' docstring).
+# 370 GB/s busbw compares with one direction of NVLink: 450 GB/s line rate on H100 (the quoted
+# 900 GB/s counts both).
 # And in a timed run, a straggler's wait (4b) counts in every other rank's t.
 #
 # ## Summary
 #
 # - A pipeline is `ppermute` shifts between stages; GPipe and 1F1B, orders in one table,
 #   both equal one device. The bubble is (p-1)/(m+p-1) for both; 1F1B holds p microbatches,
-#   not m. More microbatches pay until their sends' α costs more.
+#   not m. More microbatches pay until their sends' α, or a microbatch too small to keep the
+#   GPU FLOP-bound, costs more.
 # - PP x DP: a second mesh axis and an allreduce over `"dp"`.
 # - Divergent collectives: a type error, a hang (XLA's abort, a watchdog, a timeout), or
 #   silently wrong sums when shapes agree. A straggler slows everyone's collective.

@@ -45,9 +45,10 @@ def alone(mode: str, xla_flags: str = "", timeout: float = 60) -> subprocess.Com
                            timeout=timeout, env=env)
 
 
-def launch(nproc: int, mode: str, timeout: float = 20) -> subprocess.CompletedProcess:
+def launch(nproc: int, mode: str, timeout: float = 120) -> subprocess.CompletedProcess:
     """Run this script's ``mode`` under ``python -m jaxcoll.tools.launch`` as ``nproc``
-    processes of one device each, stopped after ``timeout`` seconds (exit code 124)."""
+    processes of one device each, stopped after ``timeout`` seconds (exit code 124: only if
+    something else hangs; a hang this script makes is ended by its own watchdog)."""
     command = [sys.executable, "-m", "jaxcoll.tools.launch", "--nproc", str(nproc),
                "--devices-per-proc", "1", "--timeout", str(timeout), "--grace", "1",
                "--", sys.executable, str(HERE), mode]
@@ -78,8 +79,10 @@ def _cond():
 
     program = jax.jit(jax.shard_map(only_rank_0_sends, mesh=mesh, in_specs=P("pp"),
                                     out_specs=P("pp")))
-    print("TRACED", flush=True)  # the type check passed: both branches are varying
-    print("RAN", program(np.arange(4.0, dtype=np.float32)).tolist(), flush=True)
+    x = np.arange(4.0, dtype=np.float32)
+    compiled = program.lower(x).compile()  # traced (the type check passed: both branches are
+    print("TRACED", flush=True)            # varying) and compiled
+    print("RAN", compiled(x).tolist(), flush=True)
 
 
 def _programs(*names):
@@ -145,12 +148,13 @@ def _quiet():
     jax.block_until_ready(allreduce(x))  # every process here: they leave it about together
     if me == STRAGGLER:
         time.sleep(SLEEP)
-    start = time.perf_counter()
+    entered = time.time()  # the host's clock, the same in every process of this machine
     jax.block_until_ready(allreduce(x))
-    seconds = gather([time.perf_counter() - start])[:, 0].tolist()
+    left = time.time()
+    entered, left = gather([entered, left]).T.tolist()  # (processes,) each
     if me == 0:
         print("RESULT " + json.dumps({"values": values.tolist(), "swapped": swapped,
-                                      "seconds": seconds, "sleep": SLEEP,
+                                      "entered": entered, "left": left, "sleep": SLEEP,
                                       "straggler": STRAGGLER}), flush=True)
 
 
