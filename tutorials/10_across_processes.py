@@ -147,9 +147,9 @@ print(f"the gloo calibration: α = {gloo.alpha * 1e6:.0f} µs a round, {gloo.ove
 # N/n = 100 kB n-1 = 3 times: 6 exchanges and 1.5 N = 2(n-1)/n·N bytes per rank, exactly the
 # schedule's count and the bound. `auto` knew it runs across processes
 # (`jaxcoll.tools.distributed.transport()` is `"gloo"`), so it ranked the algorithms with the
-# calibration measured over gloo, not the one-process one (the one shipped with jaxcoll, which
-# `JAXCOLL_CALIBRATE=0` above makes it use: a machine's own measurements, kept in its calibration
-# cache, could rank another algorithm first), and compiled to `collective-permute`s only:
+# calibration measured over gloo, not the one-process one. (`JAXCOLL_CALIBRATE=0` above makes it
+# use the gloo calibration shipped with jaxcoll, the same everywhere, not this machine's
+# cache.) It compiled to `collective-permute`s only:
 # recursive doubling, 2 exchanges of the whole buffer, 2 N per rank. Fewer exchanges for more
 # bytes: the gloo calibration charges ~410 µs a round and ~100 µs a message (printed), which at
 # 400 kB outweighs the extra bytes. `psum` is a single `all-reduce`, and here is what each op does
@@ -187,9 +187,9 @@ print(inspect.getsource(demo.trace))
 # `run_id`. A trace's times count from its own start, a different instant in each process.
 # `jax.profiler.ProfileData` reads the `.pb`, start included (`profile_start_time`: ns on the
 # host's real-time clock, the one clock all processes of a machine read), so start + time puts
-# every process on one clock. The cell checks it as far as causality goes: in every round a
-# process's `collective-permute` ends after its source's began, since it receives what that
-# sends. (Processes on different hosts read different clocks; there they need aligning.)
+# every process on one clock. The cell checks that clock as far as causality goes: in every
+# round a process's `collective-permute` ends after its source's began, since it receives what
+# that sends. (Processes on different hosts read different clocks; there they need aligning.)
 
 # %%
 warnings.filterwarnings("ignore", "builtin type", DeprecationWarning)  # jaxlib on Python 3.12
@@ -279,6 +279,9 @@ print(f"processes began a call a median {skew * 1e6:.0f} µs apart; a process sp
       "calls")
 print(f"the first call (compiling, connecting): {first:.2f} s, "
       f"{first / call_time:.0f} x a traced call")
+in_rounds = np.median(took.sum(-1))  # over processes and calls: a call's rounds, added up
+print(f"a process's {ring.n_rounds} rounds add up to a median {in_rounds * 1e3:.1f} ms a call, "
+      f"{in_rounds / ring.n_rounds * 1e6:.0f} µs a round on average")
 
 # %% [markdown]
 # What the model predicts, the trace confirms in full: every process runs 2(n-1)
@@ -294,7 +297,9 @@ print(f"the first call (compiling, connecting): {first:.2f} s, "
 # - **Rounds that differ.** The same round takes different times in different calls and
 #   processes (the range printed): a process the operating system is not running holds up its
 #   neighbour, and the ring passes the delay on; with more processes than cores that is
-#   frequent. Section 5 comes back to this.
+#   frequent. So the median round can be below the model's while the call is above it: a call
+#   pays every round, the few long ones included (their sum, printed last, against 2(n-1)
+#   median rounds). Section 5 comes back to this.
 # - **Host work**: between rounds (slicing and adding the chunks, the loop) and between calls
 #   (Python dispatching the next one). The model charges per round only what crosses.
 # - **The first call** compiles the program and, the run's first collective, has gloo connect
@@ -323,7 +328,7 @@ def distinct_schedules(ranks):
     return alike
 
 
-for ranks in sorted({timed, 8}):
+for ranks in sorted({2, timed, 8}):
     alike = distinct_schedules(ranks)
     print(f"n = {ranks}: {len(alike)} distinct (rounds, bytes) among "
           f"{sum(map(len, alike.values()))} algorithms")
@@ -337,26 +342,28 @@ print(f"this machine: {cores} cores, so at most {timed} processes could be timed
 # %% [markdown]
 # On 2 ranks nearly every algorithm is the same 2-round exchange of N (the list above), so a
 # timed table could only compare psum's one gloo call with the ring's two `ppermute`s, not
-# algorithms; and with two processes on two shared cores the interquartile ranges reached
-# several times the medians in earlier runs of this notebook, which timed them. What there is
-# to compare on 8 processes is in [bench/RESULTS.md](../bench/RESULTS.md), section 9 ("Across
-# processes"): recorded on a shared 2-core machine with 8 processes of one device, so its small
-# sizes say "3-4x faster than psum", not the digits, as it warns itself. The counts of section
+# algorithms. What there is to compare on 8 processes is in
+# [bench/RESULTS.md](../bench/RESULTS.md), section 9 ("Across processes"): recorded on a shared
+# 2-core machine with 8 processes of one device, whose interquartile ranges below 1 MiB are
+# 30-100% of the medians, so its small sizes say "auto's pick 2.5-4x faster than psum", not the
+# digits, as it warns itself. The counts of section
 # 3 hold on any machine; the times need one core per process, and real links to mean anything
 # for a cluster.
 #
 # ## 6. What GPU runtimes run: an MSCCL algorithm
 #
-# NCCL picks among its own built-in rings and trees. Microsoft's MSCCL and AMD's RCCL also run
+# NCCL picks among its built-in algorithms (ring, tree, and where the hardware has them NVLS,
+# CollNet, PAT). Microsoft's MSCCL and AMD's RCCL also run
 # algorithms written as data, in MSCCL's XML, and RCCL ships a library of them for its fully
 # connected GPUs (`tools/msccl-algorithms/` in ROCm/rccl). One of them,
 # `allreduce_1step_mccl_4_2_*_LL.xml`, is an all-pairs allreduce for 4 GPUs: every GPU sends
-# its whole buffer to every other, which receives it into scratch; then one threadblock per
-# GPU waits (with `nop` steps, each waiting on one other threadblock) until its sends are done
-# and everything has arrived, and adds the copies in with runs of `re` (reduce) steps. The cell
-# below writes that algorithm out in the same format (our own text, not RCCL's file; one
-# channel instead of its two): a `<tb>` is a threadblock with one send and one receive peer,
-# and a `<step>` reads `srcbuf[srcoff..]` and writes `dstbuf[dstoff..]` for `cnt` chunks.
+# its whole buffer to every other, which receives it into scratch; then each of a GPU's 8
+# threadblocks waits (with `nop` steps, each waiting on one other threadblock) until the copies
+# it needs have arrived, and adds one chunk's copies in with `re` (reduce) steps. The cell below
+# writes that algorithm out in the same format (our own text, not RCCL's file: one channel
+# instead of its two, and every addition on one threadblock): a `<tb>` is a threadblock with one
+# send and one receive peer, and a `<step>` reads `srcbuf[srcoff..]` and writes
+# `dstbuf[dstoff..]` for `cnt` chunks.
 
 # %%
 def step(s, kind, src="i", srcoff=-1, dst="o", dstoff=-1, cnt=1, depid=-1, deps=-1, hasdep=0):
