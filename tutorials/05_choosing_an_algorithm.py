@@ -36,6 +36,7 @@
 # %%
 import os
 os.environ["JAX_PLATFORMS"] = "cpu"          # fake devices, even where a GPU is present
+os.environ["JAXCOLL_CALIBRATE"] = "0"        # auto: the shipped calibrations, everywhere
 import jax
 jax.config.update("jax_num_cpu_devices", 8)  # before any JAX work
 
@@ -97,6 +98,7 @@ assert terms(small[0][0])[0] == bound.rounds                   # small N: the fe
 assert np.isclose(terms(large[0][0])[1], bound.path_bytes)     # large N: the fewest bytes
 
 # %% [markdown]
+# (`bytes x`: each round's largest transfer, summed, over the bound; `B sent`: all a rank sends.)
 # At 4 KiB start-ups dominate: recursive doubling (3 rounds, the rounds bound) wins though it
 # sends 3·N. At 16 MiB bytes do: halving-doubling (1.75·N, the bytes bound) wins in 6 rounds.
 # Setting the two times equal, 3α + 3N(β + γ) = 6α + N(1.75β + 0.875γ), gives the crossover
@@ -178,7 +180,7 @@ assert quoted["ring"] <= limit["ranks add (ring)"] < quoted["NVLS"] < limit["the
 #
 # Notebook 03's trees send the whole message each round: binomial costs ceil(log2 n)·(α + N·β).
 # No broadcast beats ceil(log2 n) rounds (the holders at most double) and N·β (the root sends
-# every byte once; `jaxcoll.bounds`). Two algorithms head for N·β:
+# every byte once; `jaxcoll.bounds`). Two algorithms send pieces instead:
 #
 # - **scatter + allgather** ([van de Geijn; Chan et al. 2007](https://doi.org/10.1002/cpe.1206)):
 #   the root scatters n chunks down a binomial tree (N/2 + N/4 + … = (n−1)/n·N), then a ring
@@ -308,15 +310,15 @@ print(*(f"{size_label(size)}: {line}" for size, line in against_fastest.items())
 # %% [markdown]
 # Fake devices are threads of one process sharing memory and a few CPU cores (notebook 01,
 # section 8): the numbers move between runs, "bandwidth" is memory copying, no link is slower.
-# At 4 KiB the time is start-ups and the model's ranking usually shows; at 4 MiB the two
-# bandwidth-optimal algorithms can come in either order. Nothing here is about GPUs.
+# At 4 KiB the time is start-ups; at 4 MiB the plain model is far off (its rounds also copy
+# buffers) and the order can change between runs. Nothing here is about GPUs.
 #
 # **The per-algorithm factors** `auto` ranks with came from `jaxcoll.calibrate(n,
 # primitives=...)`, in another run: every algorithm timed at three sizes, each fitted a factor
 # on its α part and one on its β-γ part. They describe the executor on *this runtime*: the
 # ring's and halving-doubling's rounds also copy the parts they send and receive, costing on
 # shared memory about what a send does (β factors of 2 or more). Fitted in another run, they
-# need not fit this one, so `auto` may choose otherwise than the plain model and lose (above).
+# need not fit this one: choosing otherwise than the plain model, `auto` may win or lose (above).
 #
 # **`auto` is `choose`**: at trace time it prices every algorithm and lowers the cheapest's
 # exact program:
@@ -489,8 +491,8 @@ print(f"\nthe ring's 2046 start-ups alone: {ring_seconds(1024, 0) * 1e3:.1f} ms"
 # sends eight times that through each NIC: it halves with the farthest partner first, so its
 # largest transfers (N/2, N/4, ...) cross nodes. The flat ring pays 2046 NIC start-ups, 20 ms
 # before any byte; eight channels cut its bytes' time by 8, not its start-ups. The double
-# tree, whose rounds grow with log n, beats every ring at 64 KiB, at 256 MiB one channel but
-# not eight; it loses to recursive doubling and hierarchical. jaxcoll's double tree spans all
+# tree, whose rounds grow with log n, beats every ring at 64 KiB and the one-channel ring at
+# 256 MiB; halving-doubling beats it at both sizes. jaxcoll's double tree spans all
 # 1024 ranks as if flat; NCCL's runs across the nodes only, a chain inside each node, and adds
 # NVLS and SHARP where the hardware has them: these numbers rank schedules on one model of
 # links, not NCCL's choices.
@@ -500,15 +502,15 @@ print(f"\nthe ring's 2046 start-ups alone: {ring_seconds(1024, 0) * 1e3:.1f} ms"
 #
 # - Small messages want the fewest rounds (recursive doubling), large ones the fewest bytes
 #   (halving-doubling, or the ring); the crossover is a multiple of α/β.
-# - The ring is the bandwidth optimum, paying 2(n−1) start-ups and its slowest link's pace; a
-#   tree is never the best allreduce on 8 ranks.
+# - The ring: the bandwidth optimum, 2(n−1) start-ups, its slowest link's pace; a tree is
+#   never the best allreduce on 8 ranks.
 # - The bytes bound holds when the ranks add; with the switch adding (NVLS, SHARP) each rank
 #   sends and receives N. Broadcast: binomial tree small, pipelined chain large.
 # - `cpu.json`'s per-algorithm factors describe jaxcoll's executor on fake CPU devices. On
 #   links, `simulate`/`topology=` predict 12% low the one measurement they were not fitted to.
 # - One NCCL kernel beats a chain of `ppermute`s: one launch, no lock-step, pipelining inside.
-# - 1024 GPUs in 128 nodes: recursive doubling small, hierarchical large; the double tree
-#   beats the ring at 64 KiB, the 8-channel ring beats it at 256 MiB.
+# - 1024 GPUs in 128 nodes: recursive doubling small, hierarchical large; the flat ring:
+#   2046 start-ups.
 
 # %% [markdown]
 # ## Try it

@@ -36,6 +36,7 @@
 # %%
 import os
 os.environ["JAX_PLATFORMS"] = "cpu"          # fake devices live on the CPU, even where a GPU is present
+os.environ["JAXCOLL_CALIBRATE"] = "0"        # auto: the shipped calibrations, everywhere
 import jax
 jax.config.update("jax_num_cpu_devices", 8)  # 8 fake CPU devices; must come before any JAX work
 
@@ -152,8 +153,8 @@ for name in programs:
           f"XLA temp per rank: {temp[name] / 2**20:.2f} MiB")
 print(f"one block: {block / 2**20:.2f} MiB; the gathered x: {n * block / 2**20:.2f} MiB")
 assert ops["all_gather @ w"] == {"all-gather": 1} and block == 512 << 10
-assert sizes["by hand"] == [block] * (n - 1) and sizes["jaxcoll ring"] == [block] * 2
-assert temp["all_gather @ w"] >= n * block and round(temp["jaxcoll ring"] / block) == 3
+assert sizes["by hand"] == [block] * (n - 1) and set(sizes["jaxcoll ring"]) == {block}
+assert temp["all_gather @ w"] >= n * block > 2 * temp["jaxcoll ring"]   # no gathered x
 
 # %% [markdown]
 # All three send (n-1) blocks of 512 KiB per rank: the by-hand loop in n-1 `collective-permute`s
@@ -311,16 +312,14 @@ grad_temp = {name: lesson.temp_bytes(g, xb, wb) / block
              for name, g in (("all_gather @ w", grads_ref), ("jaxcoll ring", grads))}
 print("XLA temp per rank of the gradient, in blocks:",
       {name: round(blocks) for name, blocks in grad_temp.items()})
-assert grad_temp["jaxcoll ring"] > grad_temp["all_gather @ w"]
 
 # %% [markdown]
 # The forward `jaxcoll_allgather_matmul`, its transpose `jaxcoll_matmul_reduce_scatter` for
 # dx, and `jaxcoll_gathered_outer` for dw (the fold over x's blocks passed round again); no
-# `all_gather`. Not gathering x does
-# not make the gradient smaller here, though: XLA gives the ring's gradient *more* temporary
-# memory than the reference's (printed above, at section 3's sizes), where the 4 MiB
-# cotangent of y and the loops' buffers outweigh the one gathered x the reference keeps for
-# dw. The memory argument for the ring is the forward's, and it is about temporaries.
+# `all_gather`. Not gathering x need not make the gradient smaller, though: on jax 0.10 and
+# 0.12 XLA gave the ring's gradient *more* temporary memory than the reference's (printed
+# above, at section 3's sizes; we have not traced why: XLA's buffer assignment decides). The
+# memory argument for the ring is the forward's, and it is about temporaries.
 #
 # ## 6. Ring attention on the fold
 #
@@ -380,8 +379,9 @@ print("async collective-permute (start/done) on this backend:", "collective-perm
 # Whatever the numbers say on your machine, they are not overlap. On XLA's CPU backend a
 # `collective-permute` is synchronous (no start/done pair, as printed above): each loop step
 # runs its dot, then its transfer. And the 8 "devices" share this machine's cores and memory,
-# so a transfer is a memory copy competing with the dot. Where the ring wins on CPU, it wins by
-# not writing and re-reading the gathered `x` (bench/RESULTS.md, section 6, measures both).
+# so a transfer is a memory copy competing with the dot. Where the ring wins on CPU (not in
+# every run), it wins by not writing and re-reading the gathered `x` (bench/RESULTS.md, section
+# 6).
 #
 # On GPUs the transfer is a DMA over NVLink, beside the SMs doing the dot. XLA's
 # latency-hiding scheduler (`--xla_gpu_enable_latency_hiding_scheduler=true`, set in NVIDIA's
@@ -484,8 +484,9 @@ print("receive wait dropped ->", report.splitlines()[0], "\n ", report.splitline
 # the kernel, so α per round is a DMA issue and a semaphore wait, not an op boundary. Room for
 # double buffering (two landing slots per matching: round s+1's DMA lands while round s's
 # reduce runs, the `ready` wait moving back one round) and for fusing compute into the loop, as
-# sections 1-3 do with `ppermute`s. The barrier at the start is what the docs' barrier
-# semaphore is for: no DMA may reach a device whose kernel has not started.
+# sections 1-3 do with `ppermute`s. Before round 0 every rank signals every other's barrier
+# semaphore and waits for all of them, as the docs do: no DMA may reach a device whose kernel
+# has not started.
 #
 # **What a GPU lowering would need.** Mosaic GPU (jax 0.12) has peer memory
 # (`plgpu.remote_ref`, over NVSHMEM), multicast and cross-device semaphores, but no DMA

@@ -29,6 +29,7 @@
 # %%
 import os
 os.environ["JAX_PLATFORMS"] = "cpu"          # fake devices live on the CPU, even where a GPU is present
+os.environ["JAXCOLL_CALIBRATE"] = "0"        # auto: the shipped calibrations, everywhere
 import jax
 jax.config.update("jax_num_cpu_devices", 8)  # 8 fake CPU devices; must come before any JAX work
 
@@ -340,7 +341,7 @@ print(f"TP at twice its (F/n)*: {compute * 1e3:.2f} + {transfer * 1e3:.2f} ms, n
 # %% [markdown]
 # DP's AllReduce hides behind the backward from the same batch as FSDP's collectives:
 # 1.5 x (2/3) = 1. Two refinements move every number: real steps reach a fraction u of peak
-# ("model FLOPs utilization"), so R becomes u·R and every x\* shrinks by u; gradients in
+# ("model FLOPs utilization"), so R becomes u·R and every x\* is multiplied by u; gradients in
 # fp32 double DP's bytes and B\*, but only FSDP's ReduceScatter (its two AllGathers still
 # move bf16 weights): 4/3 of its bytes and B\*.
 #
@@ -466,8 +467,8 @@ print(f"collective-permutes: {written} written, {run} run; sizes {sizes} bytes")
 #    writes the ReduceScatter); hidden width split over an axis is TP (one AllReduce, or
 #    with SP an AllGather and a ReduceScatter).
 # 2. **Put the chattiest axis on the fastest links.** TP sends activations every layer and
-#    cannot hide them without collective matmuls: inside the node. FSDP and DP send weights,
-#    in the background: across nodes.
+#    cannot hide them without collective matmuls: inside the node. FSDP and DP send weights
+#    and gradients, in the background: across nodes.
 # 3. **Check the critical numbers** with each axis's R: hidden width per device F/n >=
 #    (2/3)(n−1)/n·R for TP (>= R for SP's collective matmuls to hide); tokens per DP replica
 #    >= (n−1)/n·R for FSDP and for DP's AllReduce to hide behind the backward.
@@ -485,7 +486,7 @@ assert CRITICAL["TP"](tp, R_nvlink) < R_nvlink < tp_width < CRITICAL["TP"](tp, R
 tokens_needed = CRITICAL["FSDP"](fsdp_n, R_nic)
 assert round(fsdp_n * tokens_needed, -4) == 140_000   # the text below
 print(f"TP: F/n = {tp_width}; in a node compute-bound from {CRITICAL['TP'](tp, R_nvlink):.0f}, "
-      f"hidden from {R_nvlink:.0f}; across nodes needs {CRITICAL['TP'](tp, R_nic):.0f}")
+      f"hidden (SP's collective matmuls) from {R_nvlink:.0f}; across nodes needs {CRITICAL['TP'](tp, R_nic):.0f}")
 print(f"FSDP over the NICs hides from {tokens_needed:.0f} tokens per TP group per step, "
       f"{fsdp_n * tokens_needed / 1e3:.0f}k in all")
 
