@@ -591,6 +591,11 @@ _PAGE = """<!DOCTYPE html>
   <div>
     <svg id="grid" role="img" aria-label="each rank's chunks: what each holds"></svg>
     <div class="legend" id="legend"></div>
+    <div class="table"><table>
+      <thead><tr><th>round</th><th>phase</th><th>transfers</th><th>bytes moved</th>
+        <th>busiest rank sends</th><th>time</th><th>total</th></tr></thead>
+      <tbody id="rounds"></tbody>
+    </table></div>
   </div>
   <div>
     <svg id="topology" role="img" aria-label="the ranks on their links and this round's transfers"
@@ -599,11 +604,6 @@ _PAGE = """<!DOCTYPE html>
     <div id="loads"></div>
   </div>
 </div>
-<div class="table"><table>
-  <thead><tr><th>round</th><th>phase</th><th>transfers</th><th>bytes moved</th>
-    <th>busiest rank sends</th><th>time</th><th>total</th></tr></thead>
-  <tbody id="rounds"></tbody>
-</table></div>
 <script type="application/json" id="schedule-data">__DATA__</script>
 <script>
 "use strict";
