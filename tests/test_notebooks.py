@@ -36,6 +36,16 @@ def test_notebook_is_at_most_4000_words(source):
 
 
 @pytest.mark.parametrize("source", SOURCES, ids=lambda path: path.stem)
+def test_notebook_prints_the_same_on_every_machine(source):
+    """Run by hand, not by build.py, a notebook still ranks auto's algorithms with the shipped
+    calibrations, never this machine's cache (nor stops to measure one): it says so itself,
+    in its first code cell, before JAX starts."""
+    first = next(cell.source for cell in jupytext.read(source).cells if cell.cell_type == "code")
+    setting = 'os.environ["JAXCOLL_CALIBRATE"] = "0"'
+    assert setting in first and first.index(setting) < first.index("import jax"), source.name
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=lambda path: path.stem)
 def test_notebook_matches_its_source(source):
     paired = source.with_suffix(".ipynb")
     assert paired.exists(), f"{paired.name} missing: run python tutorials/build.py {source.name}"

@@ -52,6 +52,7 @@
 # %%
 import os
 os.environ["JAX_PLATFORMS"] = "cpu"          # fake devices live on the CPU, even where a GPU is present
+os.environ["JAXCOLL_CALIBRATE"] = "0"        # auto: the shipped calibrations, everywhere
 import jax
 jax.config.update("jax_num_cpu_devices", 8)  # 8 fake CPU devices; must come before any JAX work
 
@@ -385,7 +386,8 @@ for nbytes in measured_sizes:
           f"the model with cpu.json says {ratio(nbytes, cpu):.2f}")
 cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
 print(f"this machine gives the 8 fake devices {cores} CPU cores")
-assert measured[4 * 2**20] > 1                     # the ring is faster at 4 MiB, by how much varies
+if cores >= 2:                                     # with one core both do the same work
+    assert measured[4 * 2**20] > 1                 # the ring is faster at 4 MiB, by how much varies
 # %%
 sizes = 2.0 ** np.arange(10, 31)                   # 1 KiB ... 1 GiB per rank
 assumed = [dataclasses.replace(gpu, alpha=a * scale) for scale in (1 / 3, 1, 3)]
@@ -402,15 +404,17 @@ plt.show()
 
 # %% [markdown]
 # The two panels are kept apart on purpose: the right one is not evidence for the left one.
+# The cpu.json curve also misses its own measurements by 2x or more: it lets the 8 ranks copy
+# at once, and a few cores cannot.
 # **What the fake devices show, and what they cannot.** At 4 KiB both take about the same
-# time: 14 start-ups each. At 1 and 4 MiB the ring is faster, typically about 2x on a
-# 2-core machine, far short of the n = 8 of a network. The model's premise is that every rank
+# time: 14 start-ups each. At 1 and 4 MiB the ring is faster, 2-3.5x in our runs on a
+# 2-core machine, short of the n = 8 of a network. The model's premise is that every rank
 # has a link of its own, so naive's bottleneck is the root's link. Eight fake CPU devices have
 # no links: they are buffers in one process, and every "transfer" and every addition is work
 # for the machine's few cores (printed above). Naive's round is one copy of N bytes and, in
 # its first half, one addition of N bytes, all by one rank; the ring's round is 8 copies and
-# additions of N/8, which the cores share. So the ring can gain at most about the number of
-# cores, not n. How much it gains varies from run to run (other programs share the cores), so
+# additions of N/8, which the cores share. So the ring gains about the number of cores (and a
+# little more: eight small copies fit the caches better than one large one), not n. How much it gains varies from run to run (other programs share the cores), so
 # the notebook asserts only that the ring is faster at 4 MiB. It is not a check of "4x": the
 # byte count of section 7 and the model are. To see the real curve, run this measurement on
 # several GPUs.

@@ -40,6 +40,7 @@
 # %%
 import os
 os.environ["JAX_PLATFORMS"] = "cpu"          # fake devices live on the CPU, even where a GPU is present
+os.environ["JAXCOLL_CALIBRATE"] = "0"        # auto: the shipped calibrations, everywhere
 import jax
 jax.config.update("jax_num_cpu_devices", 8)  # 8 fake CPU devices; must come before any JAX work
 
@@ -66,8 +67,8 @@ from lesson import AXIS, mesh, n, on_every_rank
 #
 # Claim 1 has the roles right (ReduceScatter reduces, AllGather spreads), but neither is *one*
 # step with one root: ReduceScatter is **n Reduces** of 1/n of the data, one into every rank;
-# AllGather is **n Broadcasts**, one from every rank, all at once (notebook 04 checks both on
-# the schedules). In numpy, with row r of an `(n, ...)` array as rank r's data, and the
+# AllGather does the work of **n Broadcasts**, one from every rank (notebook 04 checks both on
+# the schedules, the broadcasts one after another; the ring runs them all at once). In numpy, with row r of an `(n, ...)` array as rank r's data, and the
 # built-ins doing the same (`lesson.on_every_rank` as in notebook 01):
 
 # %%
@@ -213,8 +214,9 @@ print(f"α-β model, 16 MiB per rank: the halves {halves * 1e6:.0f} µs, "
 # pass needs all the parameters, so the updated chunks must be AllGathered (section 8 does
 # exactly that): (n − 1)/n·N + (n − 1)/n·N, the AllReduce's bytes again. Sharding the
 # parameters as well (FSDP, ZeRO stage 3) keeps the forward pass's AllGather and adds a second
-# one for the backward pass: 3(n − 1)/n·N per step (notebook 09). No way of sharding the
-# step moves fewer bytes than the AllReduce:
+# one for the backward pass: 3(n − 1)/n·N per step (notebook 09). No way of sharding a
+# data-parallel step moves fewer bytes than the AllReduce (tensor parallelism, notebook 09,
+# trades them for activations):
 
 # %%
 rs, ag, ar = (sent[p][0] for p in ("reduce_scatter", "allgather", "allreduce"))
@@ -270,8 +272,8 @@ assert accepted == {"lax.psum": True, "jaxcoll.allreduce": True, "lax.all_gather
 # keep, and we check it in section 8. There is a second reason, a trap that is JAX's, not
 # jaxcoll's: with `check_vma=True`, `jax.grad` with respect to a replicated (`P()`) input
 # comes back **already summed over the ranks** (JAX inserts the sum itself), so a mean on top
-# gives n times the mean gradient. With it off, each rank gets its own batch's gradient, as in
-# PyTorch DDP. Another way out keeps the check: cast the parameters to varying before
+# gives n times the mean gradient. With it off, each rank gets its own batch's gradient, as
+# plain PyTorch does before DDP's allreduce (which then leaves the mean on every rank). Another way out keeps the check: cast the parameters to varying before
 # differentiating, `lax.pcast(params, AXIS, to="varying")`. All three, on a small linear model:
 
 # %%

@@ -34,6 +34,7 @@
 # %%
 import os
 os.environ["JAX_PLATFORMS"] = "cpu"          # fake devices live on the CPU, even where a GPU is present
+os.environ["JAXCOLL_CALIBRATE"] = "0"        # auto: the shipped calibrations, everywhere
 import jax
 jax.config.update("jax_num_cpu_devices", 8)  # 8 fake CPU devices; must come before any JAX work
 
@@ -262,8 +263,9 @@ for root in (0, 5):
 # in either order from run to run. So can those it puts far apart at 4 MiB: naive, tree and
 # binomial each copy the whole buffer n - 1 = 7 times (once into every other rank), and the
 # model's gap between them is copies that run *at once*, on separate links, in its rounds. On
-# this machine's few cores a round's copies run largely one after another, so all three take
-# about the time of 7 copies, in whichever order the run gives.
+# this machine's few cores a round's copies run largely one after another, so all three come
+# nearer each other than the model says, in an order a rerun can change. The model column
+# (cpu.json's α, fitted to allreduces) is also well below the measured times here.
 
 # %%
 cpu = jaxcoll.calibration("cpu")
@@ -373,7 +375,7 @@ print(f"reduce ({len(REDUCES)} algorithms): rank {ROOT} holds the sum {summed[RO
 # | the lecture says | checked above |
 # |---|---|
 # | naive broadcast: O(n) | exactly n − 1 rounds, all from the root's one link |
-# | tree broadcast: O(log n) | yes, but the heap tree takes up to 2·floor(log2 n) rounds (4 at n = 8); binomial takes ceil(log2 n) (3) |
+# | tree broadcast: O(log n) | yes, but the heap tree takes up to 2·floor(log2 n) rounds (6 at n = 15; 4 at n = 8); binomial takes ceil(log2 n) (3) |
 # | the tree's pseudocode | incomplete: `parent` is (r−1)//2, the root must check `< n` too, any root by relabelling, one send per round. Completed, it is jaxcoll's `tree` |
 # | Gather: only the root gets everything | yes; AllGather moves n times the bytes in the same α-β time (ring) |
 # | merge small broadcasts | the α term: paid once instead of k times |

@@ -35,6 +35,7 @@
 # %%
 import os
 os.environ["JAX_PLATFORMS"] = "cpu"          # fake devices live on the CPU, even where a GPU is present
+os.environ["JAXCOLL_CALIBRATE"] = "0"        # auto: the shipped calibrations, everywhere
 import jax
 jax.config.update("jax_num_cpu_devices", 8)  # 8 fake CPU devices; must come before any JAX work
 
@@ -333,7 +334,7 @@ colours = ["tab:blue", "tab:orange", "tab:green", "tab:red"]
 lesson.relation_figure(
     [arrow for colour, (first, second, target) in zip(colours, recipes)
      for arrow in ((first, target, colour, "1st", "-|>"), (second, target, colour, "2nd", "-|>"))],
-    title="Built by concatenation (every arrow checked for n = 1..16)",
+    title="Built by concatenation (checked for n = 1..16; halving_doubling: powers of 2)",
     legend=[(colour, f"{target} = {first} + {second}: {', '.join(recipes[first, second, target])}")
             for colour, (first, second, target) in zip(colours, recipes)])
 plt.show()
@@ -363,8 +364,9 @@ plt.show()
 # AllReduce has two recipes. ReduceScatter + AllGather is the lecture's pair of hands.
 # Reduce + Broadcast is its "Reduce then Broadcast", which it says nobody uses; the recipe is
 # fine (down a pipelined binary tree it is NCCL's tree allreduce); the naive one is slow
-# because all the traffic goes through one root. Every fan-in is a fan-out run
-# backwards, and the same pairs are transposes.
+# because all the traffic goes through one root. Every fan-in primitive has algorithms that
+# are a fan-out run backwards (not every algorithm: the naive allgather above), and the same
+# pairs are transposes.
 #
 # ## 5. What no algorithm can beat
 #
@@ -520,7 +522,7 @@ print(f"ring in the order {snake} on the torus: {snake_parts[0]:.0f} + {snake_pa
 # - Every arrow of the figures is checked on the schedules; fan-ins are fan-outs reversed,
 #   and the same pairs are transposes (`jax.vjp`).
 # - Every algorithm needs ⌈log₂ n⌉ rounds and the bytes some rank must send; no allreduce
-#   meets both bounds.
+#   meets both at n = 8 (at n = 2 recursive doubling does).
 # - A round's cost depends on the links: how many each message crosses (the torus) and
 #   whether both directions of a link work at once (the bidirectional ring).
 #
