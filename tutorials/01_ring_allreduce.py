@@ -414,10 +414,10 @@ plt.show()
 # for the machine's few cores (printed above). Naive's round is one copy of N bytes and, in
 # its first half, one addition of N bytes, all by one rank; the ring's round is 8 copies and
 # additions of N/8, which the cores share. So the ring gains about the number of cores (and a
-# little more: eight small copies fit the caches better than one large one), not n. How much it gains varies from run to run (other programs share the cores), so
-# the notebook asserts only that the ring is faster at 4 MiB. It is not a check of "4x": the
-# byte count of section 7 and the model are. To see the real curve, run this measurement on
-# several GPUs.
+# little more: eight small copies fit the caches better than one large one), not n. How much it
+# gains varies from run to run (other programs share the cores), so the notebook asserts only that
+# the ring is faster at 4 MiB. It is not a check of "4x": the byte count of section 7 and the
+# model are. To see the real curve, run this measurement on several GPUs.
 #
 # The lecture adds that for small data the ring's 2(n − 1) start-ups dominate and a tree
 # (O(log n) rounds) is better: notebooks 03 and 05.

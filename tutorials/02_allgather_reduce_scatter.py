@@ -67,9 +67,10 @@ from lesson import AXIS, mesh, n, on_every_rank
 #
 # Claim 1 has the roles right (ReduceScatter reduces, AllGather spreads), but neither is *one*
 # step with one root: ReduceScatter is **n Reduces** of 1/n of the data, one into every rank;
-# AllGather does the work of **n Broadcasts**, one from every rank (notebook 04 checks both on
-# the schedules, the broadcasts one after another; the ring runs them all at once). In numpy, with row r of an `(n, ...)` array as rank r's data, and the
-# built-ins doing the same (`lesson.on_every_rank` as in notebook 01):
+# AllGather does the work of **n Broadcasts**, one from every rank (notebook 04 checks both on the
+# schedules, the broadcasts one after another; the ring runs them all at once). In numpy, with row
+# r of an `(n, ...)` array as rank r's data, and the built-ins doing the same
+# (`lesson.on_every_rank` as in notebook 01):
 
 # %%
 x = lesson.small_integers(n, n, 3)             # (rank, chunk, 3): exact sums, compared bit for bit
@@ -270,11 +271,12 @@ assert accepted == {"lax.psum": True, "jaxcoll.allreduce": True, "lax.all_gather
 # So a ZeRO step, which ends in an AllGather of the parameters and returns them with `P()`,
 # needs `check_vma=False`; the promise that every rank holds the same bits is then ours to
 # keep, and we check it in section 8. There is a second reason, a trap that is JAX's, not
-# jaxcoll's: with `check_vma=True`, `jax.grad` with respect to a replicated (`P()`) input
-# comes back **already summed over the ranks** (JAX inserts the sum itself), so a mean on top
-# gives n times the mean gradient. With it off, each rank gets its own batch's gradient, as
-# plain PyTorch does before DDP's allreduce (which then leaves the mean on every rank). Another way out keeps the check: cast the parameters to varying before
-# differentiating, `lax.pcast(params, AXIS, to="varying")`. All three, on a small linear model:
+# jaxcoll's: with `check_vma=True`, `jax.grad` with respect to a replicated (`P()`) input comes
+# back **already summed over the ranks** (JAX inserts the sum itself), so a mean on top gives n
+# times the mean gradient. With it off, each rank gets its own batch's gradient, as plain PyTorch
+# does before DDP's allreduce (which then leaves the mean on every rank). Another way out keeps
+# the check: cast the parameters to varying before differentiating, `lax.pcast(params, AXIS,
+# to="varying")`. All three, on a small linear model:
 
 # %%
 features, outputs, batch_per_rank = 5, 3, 4

@@ -440,9 +440,9 @@ for name, sent, drops in [
 assert slots == E * T * row and leaving.max() < bytes_sent("alltoall", "naive", E * C * row)
 
 # %% [markdown]
-# No drops and no C. On GPUs and TPUs `lax.ragged_all_to_all` sends only the rows (last
-# line: the busiest sender's), less than C = 3's buffer here; jaxcoll's, built from `ppermute` with static shapes,
-# carries each slice in a slot as long as it could be (T rows): C = T's bytes. Both ragged
+# No drops and no C. On GPUs and TPUs `lax.ragged_all_to_all` sends only the rows (last line: the
+# busiest sender's), less than C = 3's buffer here; jaxcoll's, built from `ppermute` with static
+# shapes, carries each slice in a slot as long as it could be (T rows): C = T's bytes. Both ragged
 # versions receive into n·T rows, the worst case, and the busiest expert sets the step's pace.
 #
 # ## 6. Sequence parallelism with AllToAll (Ulysses)

@@ -486,7 +486,8 @@ assert CRITICAL["TP"](tp, R_nvlink) < R_nvlink < tp_width < CRITICAL["TP"](tp, R
 tokens_needed = CRITICAL["FSDP"](fsdp_n, R_nic)
 assert round(fsdp_n * tokens_needed, -4) == 140_000   # the text below
 print(f"TP: F/n = {tp_width}; in a node compute-bound from {CRITICAL['TP'](tp, R_nvlink):.0f}, "
-      f"hidden (SP's collective matmuls) from {R_nvlink:.0f}; across nodes needs {CRITICAL['TP'](tp, R_nic):.0f}")
+      f"hidden (SP's collective matmuls) from {R_nvlink:.0f}; "
+      f"across nodes needs {CRITICAL['TP'](tp, R_nic):.0f}")
 print(f"FSDP over the NICs hides from {tokens_needed:.0f} tokens per TP group per step, "
       f"{fsdp_n * tokens_needed / 1e3:.0f}k in all")
 

@@ -495,6 +495,7 @@ def _topology_view(schedule: Schedule, nbytes: float, topology: Topology, named:
     layout, places = _positions(topology, n)
     ends = _link_ends(topology)
     drawn = ends if len(ends) <= 4 * n else {}  # a ring's or torus's links, not n·(n-1)
+    fastest = float(np.min(topology.beta))  # s/B of the fastest link; 1.5x that is "slow"
     rounds = []
     for round_ in schedule.rounds:
         arcs = []
@@ -508,7 +509,7 @@ def _topology_view(schedule: Schedule, nbytes: float, topology: Topology, named:
             slowest = max(float(topology.beta[k]) for k in hops) if hops else 0.0
             arcs.append({"d": path, "src": t.src, "dst": t.dst, "reduce": t.reduce,
                          "text": transfer_text(t),
-                         "slow": slowest > 1.5 * float(np.min(topology.beta))})
+                         "slow": slowest > 1.5 * fastest})
         ran = simulate(replace(schedule, rounds=(round_,)), nbytes, topology)
         rounds.append({"arcs": arcs, "loads": _loads(ran, topology, named)})
     nodes = [] if topology.node_of is None else [
@@ -629,8 +630,10 @@ function headings() {
   return out.join("");
 }
 
-function fitted(text, width) {  // a label, or where it does not fit (10 px monospace: 6 px
-  const room = Math.floor((width - 4) / 6);  // a glyph) each chunk's count: "n×3", never a cut
+// A label as it fits a cell (10 px monospace: 6 px a glyph); too wide, each chunk's count of
+// ranks ("n×3+o×1"), or all of them ("×12"): never a cut label.
+function fitted(text, width) {
+  const room = Math.floor((width - 4) / 6);
   if (text.length <= room) return text;
   let total = 0;
   const counts = text.split("+").map(group => {
