@@ -407,8 +407,8 @@ plt.show()
 # The cpu.json curve also misses its own measurements by 2x or more: it lets the 8 ranks copy
 # at once, and a few cores cannot.
 # **What the fake devices show, and what they cannot.** At 4 KiB both take about the same
-# time: 14 start-ups each. At 1 and 4 MiB the ring is faster, 1.7-3.5x in our runs on a
-# 2-core machine, short of the n = 8 of a network. The model's premise is that every rank
+# time: 14 start-ups each. At 1 and 4 MiB the ring is faster, by a factor that changes from
+# run to run (1.6 to 3.5 in ours, on 2 cores), short of the n = 8 of a network. The model's premise is that every rank
 # has a link of its own, so naive's bottleneck is the root's link. Eight fake CPU devices have
 # no links: they are buffers in one process, and every "transfer" and every addition is work
 # for the machine's few cores (printed above). Naive's round is one copy of N bytes and, in
