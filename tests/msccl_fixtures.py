@@ -60,24 +60,31 @@ def allpairs_allreduce(n: int, k_per_gpu: int = 2) -> str:
     every send (the reduces overwrite what they read) and every receive, then adds each chunk's
     n - 1 copies in with a fused run of ``re``. In place only, as RCCL's."""
     k = n * k_per_gpu
+
+    def adds(first_wait):  # re of chunk c from peer j: the first carries the last wait
+        return [("s", j * k + c, c, 1, first_wait if c == j == 0 else (-1, -1))
+                for c in range(k) for j in range(n - 1)]
+    return _all_pairs("all-pairs", n, k, adds)
+
+
+def _all_pairs(name: str, n: int, k: int, adds) -> str:
+    """Every gpu sends its k chunks to every peer, into scratch (peer j's at s[j * k]); its
+    local threadblock waits (nops) for every send and receive, then runs ``adds(last wait)``:
+    re steps as (srcbuf, srcoff, dstoff, cnt, (depid, deps)) into i."""
     gpus = []
     for r in range(n):
         peers = [p for p in range(n) if p != r]
         tbs = [({"send": p, "recv": p}, [step(0, "s", "i", 0, "s", 0, cnt=k, hasdep=1),
                                          step(1, "r", "i", 0, "s", j * k, cnt=k, hasdep=1)])
                for j, p in enumerate(peers)]
-        waits = [(t, s) for t in range(len(peers)) for s in (0, 1)]
-        local = [step(position, "nop", depid=t + 1, deps=s)
+        waits = [(t + 1, s) for t in range(len(peers)) for s in (0, 1)]
+        local = [step(position, "nop", depid=t, deps=s)
                  for position, (t, s) in enumerate(waits[:-1])]
-        last_t, last_s = waits[-1] if waits else (-1, -1)
-        for c in range(k):
-            for j in range(len(peers)):
-                first = c == 0 and j == 0
-                local.append(step(len(local), "re", "s", j * k + c, "i", c,
-                                  depid=last_t + 1 if first else -1,
-                                  deps=last_s if first else -1))
+        for srcbuf, srcoff, dstoff, cnt, (depid, deps) in adds(waits[-1] if waits else (-1, -1)):
+            local.append(step(len(local), "re", srcbuf, srcoff, "i", dstoff, cnt=cnt,
+                              depid=depid, deps=deps))
         gpus.append(({"i": k, "o": 0, "s": (n - 1) * k}, [({}, local)] + tbs))
-    return _program(_algo("all-pairs", "allreduce", n, k, inplace=1, outofplace=0), gpus)
+    return _program(_algo(name, "allreduce", n, k, inplace=1, outofplace=0), gpus)
 
 
 def direct_alltoall(n: int, per: int = 1) -> str:
@@ -113,3 +120,15 @@ def two_gpus(steps0: list[str], steps1: list[str], coll="allreduce", k=2, s_chun
     return _program(_algo("by hand", coll, 2, k, **algo), [
         ({"i": k, "o": k, "s": s_chunks}, [(tb0 or {"send": 1, "recv": 1}, steps0)]),
         ({"i": k, "o": k, "s": s_chunks}, [(tb1 or {"send": 0, "recv": 0}, steps1)])])
+
+
+def uneven_chain_allreduce(n: int = 3) -> str:
+    """An all-pairs allreduce of 2 chunks whose local adds are written ``re s[0] cnt=2 -> i[0]``
+    (a peer's both chunks) then ``re s[2] cnt=1 -> i[0]`` and ``re s[3] cnt=1 -> i[1]`` (the
+    next peer's, one by one). Read step by step it is a right allreduce; the runtimes' parser
+    chains the first two (same dst and srcbuf, no dependency) into one reduction of the last
+    step's count, so chunk 1 never gets the first peer's contribution."""
+    def adds(first_wait):
+        return [("s", 0, 0, 2, first_wait)] + [("s", j * 2 + c, c, 1, (-1, -1))
+                                               for j in range(1, n - 1) for c in range(2)]
+    return _all_pairs("uneven chain", n, 2, adds)

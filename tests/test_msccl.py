@@ -57,10 +57,13 @@ def test_the_library_shapes_load_verify_and_match_the_checker(name):
 
 def test_rounds_are_as_early_as_the_data_allow():
     """The all-pairs file's local threadblock adds chunk by chunk in order, but no chunk waits
-    for another: one round of sends, one of the fused adds; the fused ring's rrs forwards in
-    the round after it receives, after a local copy of X where R op X is formed."""
+    for another: one round of sends, one of the fused adds, except that the parser ends a
+    chain of re at the threadblock's 16th re (chunk 5's first add at n = 4: the other two
+    chain again, in a round of their own after it); the fused ring's rrs forwards in the round after it
+    receives, after a local copy of X where R op X is formed."""
     pairs = msccl.load(FILES["all-pairs 4"][0])
-    assert pairs.n_rounds == 2 and all(t.src == t.dst for t in pairs.rounds[1])
+    assert pairs.n_rounds == 3 and all(t.src == t.dst for t in pairs.rounds[1])
+    assert {(t.chunks, t.into) for t in pairs.rounds[2]} == {((21,), (5,)), ((29,), (5,))}
     ring = msccl.load(FILES["fused ring 5"][0], inplace=True)
     assert ring.n_rounds == 2 * (5 - 1) + 1  # the ring's, and the copies of X for R op X
     assert all(t.src == t.dst and not t.reduce for t in ring.rounds[0])
@@ -95,6 +98,36 @@ def test_cost_simulate_and_pictures_take_a_loaded_file():
     topology = jaxcoll.analysis.topology.switch(4, alpha=1e-6, beta=1e-9)
     assert jaxcoll.simulate(schedule, 1 << 20, topology).seconds > 0
     assert "all-pairs" in jaxcoll.tools.pictures.html(schedule).text
+
+
+def test_a_chain_of_re_runs_with_its_last_count_as_in_the_runtimes():
+    """The runtimes' parser fuses ``re s[0] cnt=2 -> i[0]`` and ``re s[2] cnt=1 -> i[0]`` (one
+    dst, one srcbuf, no depid) into one reduction of cnt=1: read step by step the file is a
+    right allreduce, as the runtimes run it chunk 1 misses a peer. load warns and reads it as
+    they run it, so verify refuses it, and so does the checker, written from the runtimes'
+    source."""
+    text = fixtures.uneven_chain_allreduce(3)
+    with pytest.warns(msccl.MscclWarning, match=r"steps 3, 4 \(step 3's cnt=2 runs as 1\)"):
+        schedule = msccl.load(text)
+    with pytest.raises(jaxcoll.ScheduleError, match=r"rank 0 chunk 1 .* missing \[\(1, 1\)\]"):
+        jaxcoll.verify(schedule)
+    with pytest.raises(msccl_checker.Wrong, match=r"gpu 0 o\[1\]"):
+        msccl_checker.check(text, inplace=True)
+
+
+def test_nops_before_a_chained_re_are_refused_with_the_reason():
+    """A nop's wait before an re the parser chains goes to the next step it does not chain:
+    refused, saying so (not "the parser refuses the file": it does not)."""
+    text = two_gpus([step(0, "s", "i", 0, "s", 0, hasdep=1),
+                     step(1, "r", "i", 0, "s", 1, hasdep=1)],
+                    [step(0, "r", "i", 0, "s", 0, hasdep=1), step(1, "s", "i", 0, "s", 1)],
+                    tb1={"send": 0, "recv": 0})
+    local = ('    <tb id="1" send="-1" recv="-1" chan="0">\n      '
+             + "\n      ".join([step(0, "re", "s", 0, "i", 0, depid=0, deps=0),
+                                 step(1, "nop", depid=0, deps=1),
+                                 step(2, "re", "s", 0, "i", 0)]) + "\n    </tb>\n  </gpu>")
+    with pytest.raises(msccl.MscclError, match="chains it into the re before it"):
+        msccl.load(text.replace("  </gpu>", local, 1))
 
 
 # ----------------------------------------------------------------------------- out
@@ -160,10 +193,76 @@ def test_dump_refuses_what_it_cannot_write():
     with pytest.raises(msccl.MscclError, match="does not verify"):
         half = build_schedule("allreduce", "ring", 4)
         msccl.dump(jaxcoll.Schedule("half", 4, 4, half.rounds[:3], "allreduce"))
-    with pytest.raises(msccl.MscclError, match="cannot run in place"):
+    with pytest.raises(msccl.MscclError, match="cannot run in place .an alltoall"):
         msccl.dump(build_schedule("alltoall", "bruck", 4), inplace=True)
+    out_of_place = msccl.load(FILES["fused ring 5"][0], inplace=False)
+    with pytest.raises(msccl.MscclError, match="is out of place: its input .chunk 5. and "
+                       "output .chunk 0. are apart"):
+        msccl.dump(out_of_place, inplace=True)
     with pytest.raises(msccl.MscclError, match="needs 66 steps, more than the runtimes' 64"):
         msccl.dump(build_schedule("allreduce", "ring", 34))
+
+
+def _pairs_with_local_adds(rounds_of_adds) -> jaxcoll.Schedule:
+    """A 3-rank all-pairs allreduce of 2 chunks: every rank sends both to both peers (into
+    scratch [2,3] and [4,5]), copies [4,5] to [6,7], then adds, round by round, the local
+    reductions ``rounds_of_adds`` gives as (chunks, into) pairs."""
+    from jaxcoll.ir.schedules import Round, Transfer
+
+    sends = [Transfer(r, p, [0, 1], False, into=[2 + 2 * j, 3 + 2 * j]) for r in range(3)
+             for p in range(3) if p != r
+             for j in [[q for q in range(3) if q != p].index(r)]]
+    copies = [Transfer(r, r, [4, 5], False, into=[6, 7]) for r in range(3)]
+    adds = [Round([Transfer(r, r, chunks, True, into=into) for r in range(3)
+                   for chunks, into in pairs]) for pairs in rounds_of_adds]
+    return jaxcoll.Schedule("pairs", 3, 2, (Round(sends), Round(copies), *adds), "allreduce",
+                            n_scratch=6)
+
+
+def test_dump_never_writes_a_chain_that_changes_the_sum():
+    """Local adds [2,3]>[0,1]+, then [6]>[0]+, then [7]>[1]+ are three re steps of the local
+    threadblock, the second without a dependency: the parser would chain the first two with
+    cnt=1 and chunk 1 would miss a peer. dump ends the chain (hasdep=1 on the first); the
+    checker runs the file right and it loads back to a schedule that verifies."""
+    schedule = _pairs_with_local_adds([[([2, 3], [0, 1])], [([6], [0])], [([7], [1])]])
+    jaxcoll.verify(schedule)
+    text = msccl.dump(schedule)
+    adds = [line for line in text.split("<gpu")[1].splitlines() if 'type="re"' in line]
+    assert 'cnt="2"' in adds[0] and 'hasdep="1"' in adds[0] and 'depid="-1"' in adds[1]
+    msccl_checker.check(text, inplace=True)
+    jaxcoll.verify(msccl.load(text))
+
+
+def test_two_adds_into_one_chunk_in_a_round_commute():
+    """[2,3]>[0,1]+ and [6]>[0]+ in one round: both add into chunk 0, in either order; dump
+    had refused them as a cycle needing scratch."""
+    schedule = _pairs_with_local_adds([[([2, 3], [0, 1]), ([6], [0])], [([7], [1])]])
+    text = msccl.dump(schedule)
+    msccl_checker.check(text, inplace=True)
+    jaxcoll.verify(msccl.load(text))
+
+
+def test_a_chain_that_reads_what_it_writes_is_ended():
+    """Chained re steps read every X before they write Y: where one's X is the chain's Y, one
+    after the other is another sum, so dump ends the chain there."""
+    a, b, c = (msccl._Action(0, ("local", -1), "re", ("s", at), ("s", 4), 2) for at in (0, 2, 5))
+    for action in (a, b, c):
+        action.deps = []
+    msccl._break_chains([a, b, c])
+    assert (a.signals, b.signals) == (False, True)  # a and b chain; c reads s[5] of their Y
+
+
+@pytest.mark.parametrize("name", sorted(FILES))
+def test_a_file_that_loads_and_verifies_dumps_back(name):
+    """load -> dump round-trips for files from outside: the fused ring's rrs and rrcs, the
+    all-pairs fused adds (several reduces into one chunk in a round), the alltoall's blocks;
+    the dump runs right under the checker and loads back to a schedule that verifies."""
+    text, modes = FILES[name]
+    for inplace in modes:
+        schedule = msccl.load(text, inplace=inplace)
+        again = msccl.dump(schedule, inplace=inplace)
+        msccl_checker.check(again, inplace=inplace)
+        jaxcoll.verify(msccl.load(again, inplace=inplace))
 
 
 # ----------------------------------------------------------------------------- refused
@@ -238,6 +337,54 @@ def test_files_the_runtimes_would_not_run_are_refused(text, message):
         msccl.load(text)
 
 
+def _nops_before_a_chained_re() -> str:
+    """gpu 0's local threadblock: an re, a nop, an re the parser chains to the first (so the
+    nop's wait goes to the next step), then a cpy that carries a wait and publishes."""
+    text = two_gpus([step(0, "s", "i", 0, "s", 0, hasdep=1),
+                     step(1, "r", "i", 0, "s", 1, hasdep=1)],
+                    [step(0, "r", "i", 0, "s", 0, hasdep=1), step(1, "s", "i", 0, "s", 1)])
+    local = ('    <tb id="1" send="-1" recv="-1" chan="0">\n      '
+             + "\n      ".join([step(0, "re", "s", 0, "i", 0, depid=0, deps=0),
+                                 step(1, "nop", depid=0, deps=1),
+                                 step(2, "re", "s", 0, "i", 0),
+                                 step(3, "cpy", "s", 1, "o", 1, depid=0, deps=1, hasdep=1),
+                                 step(4, "nop", depid=0, deps=1)]) + "\n    </tb>\n  </gpu>")
+    return text.replace("  </gpu>", local, 1)
+
+
+def test_every_rule_the_checker_models_is_exercised_by_a_file():
+    """The checker's rules (msccl_checker.RULES, from the runtimes' parser and kernel) each
+    change what some file here runs to, or whether it runs: none is modelled untested."""
+    msccl_checker.EXERCISED.clear()
+    runs = [(text, modes) for text, modes in FILES.values()] + [
+        (fixtures.uneven_chain_allreduce(3), (True,)), (_nops_before_a_chained_re(), (True,)),
+        (msccl.dump(_pairs_with_local_adds([[([2, 3], [0, 1])], [([6], [0])], [([7], [1])]])),
+         (True,)),
+        (two_gpus([step(0, "nop", depid=0, deps=0), SEND], [RECEIVE]), (True,)),
+        (_race(), (True,)), (_waits_for_ever(), (True,)), (REFUSED[-3][0], (True,))]
+    for text, modes in runs:
+        for inplace in modes:
+            try:
+                msccl_checker.run(text, inplace=inplace, seed=0)
+            except msccl_checker.Wrong:
+                pass
+    missing = sorted(set(msccl_checker.RULES) - {k for k, v in msccl_checker.EXERCISED.items()
+                                                 if v})
+    assert not missing, missing
+
+
+def test_nops_after_the_last_step_wait_for_nothing():
+    """The parser makes no transmission for trailing nops, so their waits never hold anything
+    back: a file whose last nop waits for a step that never signals runs, and loads."""
+    text = two_gpus([SEND], [RECEIVE])
+    local = ('    <tb id="1" send="-1" recv="-1" chan="0">\n      '
+             + step(0, "cpy", "i", 1, "s", 0) + "\n      " + step(1, "nop", depid=0, deps=7)
+             + "\n    </tb>\n  </gpu>")
+    text = text.replace("  </gpu>", local, 1)
+    msccl_checker.run(text, inplace=True)
+    assert msccl.load(text).n_rounds == 1
+
+
 def test_attributes_msccl_tools_leaves_out_can_be_assumed():
     """msccl-tools' writer leaves out outofplace, minBytes and maxBytes: refused as the
     runtimes refuse it, loaded where the caller says what to assume."""
@@ -257,7 +404,7 @@ def test_the_command_line_reads_prices_and_draws_a_file(tmp_path, capsys):
     bad.write_text(two_gpus([SEND], []))
     assert msccl_main([str(good)]) == 0
     out = capsys.readouterr().out
-    assert "allreduce on 4 GPUs" in out and "in place: 2 rounds of 3 ppermutes" in out
+    assert "allreduce on 4 GPUs" in out and "in place: 3 rounds of 3 ppermutes" in out
     assert "verified" in out and "x2.00" in out and "µs on 4 x MI300X" in out
     assert msccl_main([str(good), str(bad)]) == 1
     assert "refused: msccl: gpu 0, threadblock 0, step 0: an unpaired send" in (

@@ -398,15 +398,17 @@ print(*xml.splitlines()[:4], "...", sep="\n")
 schedule = jaxcoll.ir.msccl.load(xml)  # by the runtimes' rules: pairing, dependencies, races
 jaxcoll.verify(schedule)
 print(repr(schedule), "verified;", schedule.n_scratch, "scratch chunks")
-assert schedule.n_rounds == 2
+assert schedule.n_rounds == 3
 
 # %% [markdown]
 # `load` read it the way the runtimes do: each send pairs with its peer's receive in order on
 # their connection, each `nop` adds a wait to the next step, and consecutive `re` steps into one
-# chunk are one fused addition. It refuses what they would not run right (two threadblocks that
+# chunk are one fused addition, up to a threadblock's 16th `re`, where the parser ends a chain
+# (ours has 24 on one threadblock: chunk 5's last two additions wait for its first; RCCL's file,
+# 3 per threadblock, never meets the limit). It refuses what they would not run right (two threadblocks that
 # touch a chunk in no order, a read of scratch nothing wrote, a send nobody receives), naming
 # the gpu, threadblock and step. Then it gave each move the earliest round its data allow: all
-# the sends at once, then all the additions, local to each GPU. That is an ordinary schedule:
+# the sends at once, then the additions, local to each GPU. That is an ordinary schedule:
 # `verify` proved it, and the page below steps through it (a local addition reads a cell of a
 # row, outlined dotted, into another, outlined thick; scratch columns are named `s0`, `s1`, ...).
 

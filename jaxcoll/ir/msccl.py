@@ -42,9 +42,25 @@ peer) and per (gpu, channel, receive peer): two would share one FIFO.
 published a flag at or past step k; a step with ``hasdep=1`` publishes one when it is done
 (flags are per threadblock and only grow, so the wait ends at the first step at or after k
 with ``hasdep=1``). More dependencies are ``nop`` steps before the step, each with one; the
-step itself must carry the last (the parser refuses it otherwise). ``s`` is the step's
-position in its threadblock, nops included. Consecutive ``re`` steps into one ``dst`` run fuse
-into one (the same result). Limits: 64 steps per threadblock, ``cnt`` < 72, ``depid`` <= 127
+step itself must carry the last (the parser refuses it otherwise); nops after a threadblock's
+last real step are dropped with their waits. ``s`` is the step's position in its threadblock,
+nops included.
+
+**Chained reductions.** The parser fuses consecutive ``re`` steps of a threadblock into one
+transmission where the later one has the chain's ``dstbuf``, ``dstoff`` and ``srcbuf`` and no
+``depid`` and the earlier one no ``hasdep`` (nops between them do not end a chain; the
+threadblock's 16th ``re`` in all does). It keeps the *last* step's ``cnt``, and the kernel
+adds every chained source over that one count, reading them all (and ``Y``) before it writes
+``Y``: ``re s[0] cnt=2 -> o[0]`` then ``re s[2] cnt=1 -> o[0]`` adds only ``s[0]`` and
+``s[2]`` into ``o[0]``, and ``o[1]`` gets nothing. :func:`load` reads such a file as the
+runtimes run it, with an :class:`MscclWarning` where a chain's counts differ, so ``verify``
+tells the truth about what the runtimes compute (refusing it would hide what the file does;
+reading each step with its own count, as jaxcoll did, proved files the runtimes compute
+wrong). :func:`dump` ends a chain (``hasdep=1`` on the step before) wherever chaining would
+change the sum. A nop before an ``re`` the parser chains is refused: the parser hands its wait
+to the next step it does not chain.
+
+Limits: 64 steps per threadblock, ``cnt`` < 72, ``depid`` <= 127
 (an int8), 32 sending and 32 receiving threadblocks per channel. RCCL today runs ``s``, ``r``,
 ``cpy``, ``re`` and ``nop`` only ("this version of MSCCL build doesn't support full Ops" for
 the fused ``rcs``, ``rrs``, ``rrc``, ``rrcs``); msccl-executor-nccl runs all nine.
@@ -63,13 +79,20 @@ file: it is 0 (the call's).
 from __future__ import annotations
 
 import re as _re
+import warnings
 import xml.etree.ElementTree as ElementTree
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from jaxcoll.ir.records import RECORDS
 from jaxcoll.ir.schedules import Round, Schedule, ScheduleError, Transfer
 from jaxcoll.ir.symbolic import verify
+
+
+class MscclWarning(UserWarning):
+    """A file the runtimes run to another result than its steps read one by one suggest (a
+    chain of ``re`` steps whose counts differ); jaxcoll reads it as the runtimes run it."""
 
 
 class MscclError(ScheduleError):
@@ -90,6 +113,7 @@ TYPES = SENDS | RECEIVES | {"cpy", "re", "nop"}
 READS_X = {"s", "rrs", "rrc", "rrcs", "cpy", "re"}  # steps whose src run is read
 WRITES_Y = {"r", "rcs", "rrc", "rrcs", "cpy", "re"}  # steps whose dst run is written
 MAX_STEPS, MAX_COUNT, MAX_DEPID, MAX_PER_CHANNEL = 64, 72, 127, 32
+MAX_REDUCE_FUSION = 16  # the parser closes a chain of re at a threadblock's 16th re
 ALGO_ATTRIBUTES = ("name", "proto", "nchannels", "nchunksperloop", "ngpus", "coll", "inplace",
                    "outofplace", "minBytes", "maxBytes")
 STEP_ATTRIBUTES = ("s", "type", "srcbuf", "srcoff", "dstbuf", "dstoff", "cnt", "depid", "deps",
@@ -113,9 +137,16 @@ class Step:
     deps: int
     hasdep: int
     waits: list = field(default_factory=list)  # (tb, step) pairs: its own and its nops'
+    written_cnt: int = -1  # cnt as the file writes it; ``cnt`` is what the kernel runs
+    chain: list = field(default_factory=list)  # an re: the re steps fused with it, in order
 
     def where(self) -> str:
         return f"gpu {self.gpu}, threadblock {self.tb}, step {self.index}"
+
+    @property
+    def continues_chain(self) -> bool:
+        """True for an ``re`` the parser fused into the ``re`` steps before it."""
+        return bool(self.chain) and self.chain[0] is not self
 
 
 @dataclass
@@ -189,7 +220,7 @@ def _attribute(node, name: str, where: str, integer: bool = True):
     return _strtol(value, f"{where}: {name}") if integer else value
 
 
-def parse(source, assume: dict | None = None) -> Program:
+def parse(source, assume: dict | None = None, *, _stacklevel: int = 2) -> Program:
     """Read an MSCCL XML algorithm (a path or the text) by the runtime's rules, without
     making a schedule of it: every threadblock, step, pairing and dependency checked.
     ``assume``: values for ``<algo>`` attributes the file lacks (msccl-tools' writer leaves
@@ -236,6 +267,13 @@ def parse(source, assume: dict | None = None) -> Program:
     _check_connections(program)
     _pair(program)
     _check_waits(program)
+    uneven = _uneven_chains(program)
+    if uneven:
+        warnings.warn(MscclWarning(
+            f"msccl: {len(uneven)} chain(s) of re steps whose counts differ, first at "
+            f"{uneven[0]}: the runtimes' parser fuses consecutive re steps of a threadblock with "
+            "one dstbuf, dstoff and srcbuf (the later without depid) into one reduction with "
+            "the last step's cnt; read as the runtimes run it"), stacklevel=_stacklevel)
     return program
 
 
@@ -286,7 +324,7 @@ def _read_tb(program: Program, rank: int, node) -> Threadblock:
                   for name in STEP_ATTRIBUTES}
         step = Step(rank, tb.id, position, values.pop("type"), **{
             name: values[name] for name in ("srcbuf", "srcoff", "dstbuf", "dstoff", "cnt",
-                                            "depid", "deps", "hasdep")})
+                                            "depid", "deps", "hasdep")}, written_cnt=values["cnt"])
         if values["s"] != position:
             raise MscclError(f"msccl: {step.where()}: s={values['s']}, but it is step "
                              f"{position} of its threadblock (the kernel counts steps itself)")
@@ -294,7 +332,52 @@ def _read_tb(program: Program, rank: int, node) -> Threadblock:
     if len(tb.steps) > MAX_STEPS:
         raise MscclError(f"msccl: {where}: {len(tb.steps)} steps, more than the runtimes' "
                          f"{MAX_STEPS}")
+    _chain_reductions(tb)
     return tb
+
+
+def _chain_reductions(tb: Threadblock) -> None:
+    """Fuse ``re`` steps as the runtimes' parser does (``msccl_parser.cc``): an ``re`` with the
+    dst run start and srcbuf of the open chain and no ``depid`` joins it (nops in between do not
+    close a chain; any other step, an ``re`` with ``hasdep=1`` and the threadblock's 16th ``re``
+    in all do). The fused step runs with the count of its *last* step (the kernel,
+    ``msccl_kernel_impl.h``, adds every chained source over that one count), so every chained
+    step's ``cnt`` becomes the last one's; a chain whose counts differ warns."""
+    chain, reductions = None, 0
+    for step in tb.steps:
+        if step.type == "nop":
+            continue
+        if step.type != "re":
+            chain = None
+            continue
+        key = (step.dstbuf, step.dstoff, step.srcbuf)
+        if chain is not None and chain[0] == key and step.depid < 0:
+            chain[1].append(step)
+        else:
+            chain = (key, [step])
+        step.chain = chain[1]
+        reductions += 1
+        if step.hasdep or reductions == MAX_REDUCE_FUSION:
+            chain = None
+    for step in tb.steps:
+        if step.chain and step.chain[-1] is step:
+            for chained in step.chain:
+                chained.cnt = step.written_cnt
+
+
+def _uneven_chains(program: Program) -> list[str]:
+    """Each chain of re whose counts differ, said as where it is and what runs."""
+    said = []
+    for gpu in program.gpus.values():
+        for tb in gpu["tbs"].values():
+            for step in tb.steps:
+                if step.chain and step.chain[0] is step and any(
+                        s.written_cnt != s.cnt for s in step.chain):
+                    odd = next(s for s in step.chain if s.written_cnt != s.cnt)
+                    said.append(f"gpu {step.gpu}, threadblock {step.tb}, steps "
+                                f"{', '.join(str(s.index) for s in step.chain)} (step "
+                                f"{odd.index}'s cnt={odd.written_cnt} runs as {odd.cnt})")
+    return said
 
 
 def _check_step(program: Program, tb: Threadblock, step: Step, sizes: dict, declared,
@@ -319,8 +402,8 @@ def _check_step(program: Program, tb: Threadblock, step: Step, sizes: dict, decl
             raise MscclError(f"msccl: {where}: a nop without a dependency (the parser drops "
                              "it and the kernel's step numbers then differ from the file's)")
         return
-    if not 1 <= step.cnt < MAX_COUNT:
-        raise MscclError(f"msccl: {where}: cnt={step.cnt} must be 1..{MAX_COUNT - 1}")
+    if not 1 <= step.written_cnt < MAX_COUNT:
+        raise MscclError(f"msccl: {where}: cnt={step.written_cnt} must be 1..{MAX_COUNT - 1}")
     if step.type in SENDS and tb.send < 0:
         raise MscclError(f"msccl: {where}: a {step.type!r} step in a threadblock with no send "
                          "peer (send=-1)")
@@ -329,13 +412,15 @@ def _check_step(program: Program, tb: Threadblock, step: Step, sizes: dict, decl
                          "peer (recv=-1)")
     runs = ([("src", step.srcbuf, step.srcoff)] if step.type in READS_X else []) + (
         [("dst", step.dstbuf, step.dstoff)] if step.type in WRITES_Y else [])
+    chained = ("" if step.cnt == step.written_cnt else
+               f", cnt={step.cnt} as the last re of its chain, step {step.chain[-1].index}")
     for side, buffer, offset in runs:
         limit = min(sizes[buffer], declared[f"{buffer}_chunks"])
         if offset < 0 or offset + step.cnt > limit:
             raise MscclError(f"msccl: {where}: {side} {buffer}[{offset}..{offset + step.cnt - 1}]"
                              f" is outside the {limit} chunks of {buffer!r} ({program.coll}, "
                              f"K={program.nchunks} on {program.ngpus} gpus; {buffer}_chunks="
-                             f"{declared[f'{buffer}_chunks']})")
+                             f"{declared[f'{buffer}_chunks']}{chained})")
 
 
 def _check_connections(program: Program) -> None:
@@ -399,29 +484,41 @@ def _pair(program: Program) -> None:
 
 def _check_waits(program: Program) -> None:
     """Each real step's waits: its own dependency and its nops' (the nops before it), each as
-    the step that releases it (the first one at or after ``deps`` with ``hasdep=1``)."""
-    for rank, gpu in program.gpus.items():
+    the step that releases it (the first one at or after ``deps`` with ``hasdep=1``). Nops
+    after a threadblock's last real step wait for nothing (the parser makes no transmission
+    they could hold back)."""
+    for gpu in program.gpus.values():
         tbs = gpu["tbs"]
         for tb in tbs.values():
             pending = []
             for step in tb.steps:
                 if step.depid >= 0:
-                    producer = tbs[step.depid]
-                    releasing = next((s for s in producer.steps[max(step.deps, 0):]
-                                      if s.hasdep and s.type != "nop"), None)
-                    if releasing is None:
-                        raise MscclError(f"msccl: {step.where()}: waits for step {step.deps} "
-                                         f"of threadblock {step.depid}, but no step of it at "
-                                         "or after that one signals (hasdep=1): it would wait "
-                                         "for ever")
-                    pending.append(releasing)
+                    pending.append(step)
                 if step.type == "nop":
                     continue
+                if pending and step.depid < 0 and step.continues_chain:
+                    raise MscclError(f"msccl: {step.where()}: nops before it add dependencies, "
+                                     "but the parser chains it into the re before it (one dst "
+                                     "and srcbuf, no depid) and hands the nops' waits to the "
+                                     "next step it does not chain: they would not hold here")
                 if pending and step.depid < 0:
                     raise MscclError(f"msccl: {step.where()}: nops before it add dependencies, "
                                      "so it must carry the last one itself (the parser "
                                      "refuses the file otherwise)")
-                step.waits, pending = pending, []
+                step.waits, pending = [_releasing(tbs, waiting) for waiting in pending], []
+
+
+def _releasing(tbs: dict, step: Step) -> Step:
+    """The step whose flag ends ``step``'s wait: the first at or after ``deps`` of threadblock
+    ``depid`` with ``hasdep=1``."""
+    producer = tbs[step.depid]
+    releasing = next((s for s in producer.steps[max(step.deps, 0):]
+                      if s.hasdep and s.type != "nop"), None)
+    if releasing is None:
+        raise MscclError(f"msccl: {step.where()}: waits for step {step.deps} of threadblock "
+                         f"{step.depid}, but no step of it at or after that one signals "
+                         "(hasdep=1): it would wait for ever")
+    return releasing
 
 
 # ----------------------------------------------------------------------------- as a schedule
@@ -516,7 +613,7 @@ def _predecessors(program: Program) -> dict[int, list[Step]]:
                     continue
                 before[id(step)] = ([previous] if previous else []) + list(step.waits) + (
                     [step.receives_from] if step.type in RECEIVES else [])
-                step.previous_real, previous = previous, step
+                previous = step
     return before
 
 
@@ -627,7 +724,7 @@ def load(source, *, inplace: bool | None = None, name: str | None = None,
     """An MSCCL XML algorithm (a path or the text) as a :class:`~jaxcoll.Schedule`, under the
     runtimes' semantics; out of place where the file may run so (``inplace`` chooses).
     ``assume``: values for missing ``<algo>`` attributes (:func:`parse`)."""
-    program = parse(source, assume)
+    program = parse(source, assume, _stacklevel=3)
     layout = layout_of(program, inplace)
     before = _predecessors(program)
     order = _in_order(_real_steps(program), before)
@@ -672,7 +769,8 @@ def _completed_receives(layout: Layout, program: Program, touched: dict) -> dict
         for tb in gpu["tbs"].values():
             real = [step for step in tb.steps if step.type != "nop"]
             for arrive, add in zip(real, real[1:]):
-                if (arrive.type == "r" and add.type == "re" and arrive.dstbuf == "s"
+                if (arrive.type == "r" and add.type == "re" and len(add.chain) == 1
+                        and arrive.dstbuf == "s"
                         and (add.srcbuf, add.srcoff, add.cnt) == ("s", arrive.dstoff,
                                                                    arrive.cnt)
                         and not add.waits and all(
@@ -698,28 +796,23 @@ def _ops(layout: Layout, order: list[Step], completed: dict) -> tuple[list[_Op],
             events.extend([ops[-1], dst, c, True] for c in _ids(into))
         return ops[-1]
 
-    runs = {}  # (gpu, tb) -> (run key, op, step) of the open run of fused re steps
+    chains = {}  # id(first re of a chain) -> its op
     for step in order:
         x = _run(layout, step, "src") if step.type in READS_X else []
         y = _run(layout, step, "dst") if step.type in WRITES_Y else []
-        rank, tb = step.gpu, (step.gpu, step.tb)
+        rank = step.gpu
         if id(step) in folded:  # the re that completes an r: the r's transfer reduced
             continue
         if step.type in ("cpy", "re"):
-            key = (step.dstbuf, step.dstoff, step.srcbuf)
             move = (rank, rank, x, step.type == "re", y)
-            run = runs.get(tb)
-            if (step.type == "re" and run and run[0] == key and not step.waits
-                    and not run[2].hasdep and step.previous_real is run[2]):
-                fused = run[1]  # a fused run of re: one op, Y += X_1 + X_2 ...
+            if step.continues_chain:  # the parser's chain of re: one op, Y += X_1 + X_2 ...
+                fused = chains[id(step.chain[0])]
                 fused.moves.append(move)
                 events.extend([fused, rank, c, False] for c in x + y)
                 events.extend([fused, rank, c, True] for c in y)
             else:
-                fused = op([move])
-            runs[tb] = (key, fused, step) if step.type == "re" else None
+                chains[id(step)] = op([move])
             continue
-        runs[tb] = None
         lands, add = y, completed.get(id(step))
         if step.type in RECEIVES:
             reduce = add is not None or step.type in ("rrs", "rrc", "rrcs")
@@ -892,6 +985,7 @@ class _Action:
     cnt: int = 0
     reads: tuple = ()
     writes: tuple = ()
+    accumulates: tuple = ()  # what it reads only to reduce into (Y of Y := Y op X)
     waits: list = field(default_factory=list)  # _Actions it must follow
     position: int = -1
     signals: bool = False
@@ -924,9 +1018,14 @@ def dump(schedule: Schedule, *, name: str | None = None, proto: str = "Simple",
     can_be_in_place = schedule.in_place and record.layout != "exchange"
     if inplace is None:
         inplace = can_be_in_place
-    if inplace and not can_be_in_place:
+    if inplace and record.layout == "exchange":
         raise MscclError(f"msccl.dump: {schedule!r} cannot run in place (an alltoall reads "
                          "its input while it writes its output; out of place it can)")
+    if inplace and not schedule.in_place:
+        raise MscclError(f"msccl.dump: {schedule!r} is out of place: its input (chunk "
+                         f"{schedule.input_at}) and output (chunk {schedule.output_at}) are "
+                         "apart, while a file run in place has one buffer for both; dump it "
+                         "with inplace=False")
     places = _Places(schedule, k, inplace)
     actions = places.prologue() + [a for index, round_ in enumerate(schedule.rounds)
                                    for a in _round_actions(schedule, places, index, round_, fused)]
@@ -1068,7 +1167,7 @@ def _local(rank: int, srcs: list, dsts: list, reduce: bool) -> list[_Action]:
     kind = "re" if reduce else "cpy"
     return [_Action(rank, ("local", -1), kind, src, dst, count,
                     reads=_span(src, count) + (_span(dst, count) if reduce else ()),
-                    writes=_span(dst, count))
+                    writes=_span(dst, count), accumulates=_span(dst, count) if reduce else ())
             for src, dst, count in _runs(list(zip(srcs, dsts)))]
 
 
@@ -1093,31 +1192,38 @@ def _round_actions(schedule: Schedule, places: _Places, index: int, round_: Roun
                                  writes=_span(temp, count))
                 add = _Action(t.dst, ("recv", t.src), "re", temp, dst, count,
                               reads=_span(temp, count) + _span(dst, count),
-                              writes=_span(dst, count))
+                              writes=_span(dst, count), accumulates=_span(dst, count))
                 add.follows = arrive  # kept next to each other: RCCL's way to run an rrc
                 actions += [arrive, add]
             else:
                 actions.append(_Action(t.dst, ("recv", t.src), "rrc" if t.reduce else "r",
                                        dst if t.reduce else src, dst, count,
                                        reads=_span(dst, count) if t.reduce else (),
-                                       writes=_span(dst, count)))
+                                       writes=_span(dst, count),
+                                       accumulates=_span(dst, count) if t.reduce else ()))
     return _reads_first(actions, index)
 
 
 def _reads_first(actions: list[_Action], index: int) -> list[_Action]:
     """The round's actions in an order where whatever reads a location comes before whatever
-    else writes it (every transfer of a round reads the state before the round); an re that
-    completes an r right after it."""
+    else writes it (every transfer of a round reads the state before the round), except that
+    reductions into one location commute; an re that completes an r right after it."""
     units = [[a] for a in actions if getattr(a, "follows", None) is None]
     for a in actions:
         if getattr(a, "follows", None) is not None:
             next(unit for unit in units if unit[0] is a.follows).append(a)
+
+    def overwrites(u, v) -> bool:  # u writes what v reads, other than a sum both add into
+        sums = {w for a in u for w in a.accumulates} & {w for b in v for w in b.accumulates}
+        reads = set()
+        for b in v:  # a location v reads as X too stays a read
+            reads |= set(Counter(b.reads) - Counter(b.accumulates)) | (
+                set(b.accumulates) - sums)
+        return bool({w for a in u for w in a.writes} & reads)
     order = []
     while units:
         ready = [u for u in units if not any(
-            v is not u and v[0].rank == u[0].rank
-            and {w for a in u for w in a.writes} & {r for b in v for r in b.reads}
-            for v in units)]
+            v is not u and v[0].rank == u[0].rank and overwrites(u, v) for v in units)]
         if not ready:
             raise MscclError(f"msccl.dump: round {index} moves chunks of rank "
                              f"{units[0][0].rank} in a cycle (one writes what another reads "
@@ -1201,6 +1307,9 @@ def _xml(schedule, name, proto, k, inplace, min_bytes, max_bytes, places, per_ra
                 a.deps = [(tb, position) for tb, (position, _) in sorted(latest.items())]
                 for _, w in latest.values():
                     w.signals = True
+    for tbs in per_rank:
+        for _, _, _, _, actions in tbs.values():
+            _break_chains(actions)
     n, coll = schedule.n_ranks, COLL_OF[schedule.primitive]
     io = _io_chunks(schedule.primitive, k, n)
     channels = 1 + max((tb[3] for tbs in per_rank for tb in tbs.values()), default=0)
@@ -1227,6 +1336,26 @@ def _xml(schedule, name, proto, k, inplace, min_bytes, max_bytes, places, per_ra
             lines.append("    </tb>")
         lines.append("  </gpu>")
     return "\n".join(lines + ["</algo>"]) + "\n"
+
+
+def _break_chains(actions: list[_Action]) -> None:
+    """Where the parser would chain an re into the re before it (:func:`_chain_reductions`)
+    to another result than the two one after the other, set ``hasdep`` on the one before,
+    which ends a chain: where the counts differ (the chain would run with the last one's), or
+    where a chained re reads what the chain writes (the chain reads every X before it writes
+    Y). An equal-count chain that reads apart from what it writes adds the same sum."""
+    chain = []
+    for a in actions:
+        if a.kind != "re":
+            chain = []
+            continue
+        if chain and (a.dst, a.src[0]) == (chain[0].dst, chain[0].src[0]) and not a.deps:
+            written = set(_span(a.dst, a.cnt))
+            if a.cnt != chain[0].cnt or any(written & set(_span(b.src, b.cnt))
+                                            for b in chain + [a]):
+                chain[-1].signals = True
+                chain = []
+        chain = [] if a.signals else chain + [a]
 
 
 def _step(s, kind, src, dst, cnt, depid, deps, hasdep) -> str:
