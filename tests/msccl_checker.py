@@ -54,6 +54,7 @@ RULES = {
     "in place": "in place, i and o are one buffer",
     "garbage": "scratch and an out-of-place o start as garbage",
     "race": "unordered accesses of one chunk, one writing",
+    "overlap": "a step whose X and Y overlap at different offsets races among its threads",
     "deadlock": "no threadblock can go on",
 }
 EXERCISED: Counter = Counter()
@@ -321,6 +322,13 @@ class Machine:
     def _move(self, key, t: Transmission) -> None:
         """A transmission's data: what it receives, reads, writes and sends."""
         block, gpu = self.blocks[key], key[0]
+        if t.type in ("cpy", "re", "rrc", "rrcs"):  # the kernel's threads: element by element
+            y = [self.at(gpu, t.dstbuf, t.dstoff + j) for j in range(t.count)]
+            for off in t.reduction_srcoffs or [t.srcoff]:
+                x = [self.at(gpu, t.srcbuf, off + j) for j in range(t.count)]
+                if x != y and set(x) & set(y):
+                    EXERCISED["overlap"] += 1
+                    raise Wrong(f"{key}: {t.type} reads {x} and writes {y}: its threads race")
         got = None
         if t.type in RECEIVES:
             EXERCISED["fifo"] += 1

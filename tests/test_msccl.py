@@ -298,6 +298,15 @@ REFUSED = [  # (file, what the error says)
 ]
 
 
+def _overlapping_copy() -> str:
+    """gpu 0: ``cpy i[0..1] -> o[1..2]`` in place, where i and o are one buffer."""
+    text = two_gpus([SEND], [RECEIVE], k=3)
+    local = ('    <tb id="1" send="-1" recv="-1" chan="0">\n      '
+             + step(0, "cpy", "i", 0, "o", 1, cnt=2, depid=0, deps=0) + "\n    </tb>\n  </gpu>")
+    return text.replace(SEND, step(0, "s", "i", 0, "o", 0, hasdep=1)).replace(
+        "  </gpu>", local, 1)
+
+
 def _two_threadblocks_on_one_channel() -> str:
     text = two_gpus([SEND], [RECEIVE, step(1, "r", "i", 1, "o", 1)])
     extra = ('    <tb id="1" send="1" recv="-1" chan="0">\n      '
@@ -325,6 +334,8 @@ def _waits_for_ever() -> str:
      "channel 0: they would share one FIFO"),
     (_race(), "a race on gpu 0's i\\[0\\]: gpu 0, threadblock 0, step 0 \\(s\\) and gpu 0, "
      "threadblock 1, step 0 \\(cpy\\)"),
+    (_overlapping_copy(), "gpu 0, threadblock 1, step 0 \\(cpy\\): its src i\\[0..\\] and dst "
+     "o\\[1..\\] overlap at different offsets"),
     (_waits_for_ever(), "gpu 0, threadblock 1, step 0: waits for step 0 of threadblock 0, but "
      "no step of it at or after that one signals"),
 ], ids=lambda v: str(v)[:40] if isinstance(v, str) and not v.startswith("<") else None)
@@ -361,7 +372,8 @@ def test_every_rule_the_checker_models_is_exercised_by_a_file():
         (msccl.dump(_pairs_with_local_adds([[([2, 3], [0, 1])], [([6], [0])], [([7], [1])]])),
          (True,)),
         (two_gpus([step(0, "nop", depid=0, deps=0), SEND], [RECEIVE]), (True,)),
-        (_race(), (True,)), (_waits_for_ever(), (True,)), (REFUSED[-3][0], (True,))]
+        (_race(), (True,)), (_waits_for_ever(), (True,)), (REFUSED[-3][0], (True,)),
+        (_overlapping_copy(), (True,))]
     for text, modes in runs:
         for inplace in modes:
             try:

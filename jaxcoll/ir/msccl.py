@@ -651,6 +651,24 @@ def _touches(layout: Layout, order: list[Step]) -> dict[tuple[int, int], list]:
     return touched
 
 
+def _check_overlaps(layout: Layout, steps: list[Step]) -> None:
+    """A step's X and Y runs (every chained X, for an re) are one run or apart: the kernel's
+    threads read and write them element by element in no order, so where they overlap at
+    different offsets (in place, i and o are one buffer) what it computes is a race."""
+    for step in steps:
+        if step.type not in READS_X or step.type not in WRITES_Y or step.continues_chain:
+            continue
+        y = _run(layout, step, "dst")
+        for source in step.chain or [step]:
+            x = _run(layout, source, "src")
+            if x != y and set(x) & set(y):
+                raise MscclError(f"msccl: {source.where()} ({source.type}): its src "
+                                 f"{source.srcbuf}[{source.srcoff}..] and dst {step.dstbuf}"
+                                 f"[{step.dstoff}..] overlap at different offsets (cnt="
+                                 f"{step.cnt}): the kernel's threads read and write them in no "
+                                 "order")
+
+
 def _check_races(layout: Layout, order: list[Step], before: dict, touched: dict) -> None:
     """Two steps of one gpu that touch a chunk, one writing, must be ordered; a step may read
     a chunk that held nothing at the start (scratch, an out-of-place output) only after
@@ -729,6 +747,7 @@ def load(source, *, inplace: bool | None = None, name: str | None = None,
     before = _predecessors(program)
     order = _in_order(_real_steps(program), before)
     touched = _touches(layout, order)
+    _check_overlaps(layout, order)
     _check_races(layout, order, before, touched)
     ops, events = _ops(layout, order, _completed_receives(layout, program, touched))
     _rounds(ops, events)
