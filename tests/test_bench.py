@@ -165,7 +165,8 @@ def test_bad_arguments_exit_2_with_a_clear_message(argv, words, capsys):
         bench.main(argv)
     err = capsys.readouterr().err
     assert exit_.value.code == 2
-    assert "Traceback" not in err and "usage:" in err
+    assert "Traceback" not in err and err.count("\n") == 1
+    assert "(see python -m jaxcoll bench --help)" in err
     for word in words:
         assert word in err, err
 

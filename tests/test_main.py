@@ -33,7 +33,7 @@ def test_main_job_checks_every_algorithm():
 def test_main_job_rejects_bad_arguments():
     result = run_main("--ranks", "99")
     assert result.returncode == 2
-    assert "--ranks 99: only 8 devices are available" in result.stderr
+    assert "argument --ranks: 99: only 8 devices are available" in result.stderr
 
 
 def test_cases_add_three_levels_where_n_has_three_factors():

@@ -85,7 +85,7 @@ from jaxcoll.ir.families import PRIMITIVES, build_schedule, two_level
 from jaxcoll.ir.records import RECORDS
 from jaxcoll.lowering._checks import check_op_dtype
 from jaxcoll.tools.check import ROOTED, call_collective, two_level_mesh
-from jaxcoll.tools.console import Progress, format_size, parse_size, start_jax
+from jaxcoll.tools.console import Parser, Progress, format_size, parse_size, start_jax, writable
 from jaxcoll.tools.distributed import gather, local_blocks
 from jaxcoll.tools.timing import (  # noqa: F401 (API)
     on_mesh,
@@ -497,10 +497,10 @@ def _plot_title(meta: dict) -> str:
 
 # ----------------------------------------------------------------------------- command line
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(prog: str = "python -m jaxcoll.tools.bench") -> argparse.ArgumentParser:
     """The command line, flags named as in nccl-tests where it has them."""
-    parser = argparse.ArgumentParser(
-        prog="python -m jaxcoll.tools.bench", description=__doc__.split("\n\n")[0],
+    parser = Parser(
+        prog=prog, description=__doc__.split("\n\n")[0],
         epilog="See the module docstring (python -c 'import jaxcoll.tools.bench; "
                "help(jaxcoll.tools.bench)') for what size, count, algbw and busbw mean.")
     parser.add_argument("-b", "--minbytes", default="1K",
@@ -632,13 +632,15 @@ def _ranks(parser, args) -> Ranks:
     return Ranks(wanted, tuple(available[:wanted]))
 
 
-def main(argv=None) -> int:
+def main(argv=None, prog: str = "python -m jaxcoll bench") -> int:
     """Run the sweep, print the table; exit status 1 if any algorithm gave a wrong result."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    parser = _parser()
+    parser = _parser(prog)
     args = parser.parse_args(argv)
     sizes = _sizes(parser, args)
     _counts(parser, args)
+    for flag in ("json", "csv", "plot"):  # before the sweep, not after it
+        writable(parser, f"--{flag}", getattr(args, flag))
     if not args.emulate:
         start_jax(args.devices or 8)
     ops = ops_arg(parser, args.op)
@@ -728,4 +730,4 @@ def _write_outputs(args, meta: dict, results: list[Result]) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(prog="python -m jaxcoll.tools.bench"))

@@ -98,15 +98,25 @@ def three_level_mesh(n: int, devices=None) -> Mesh:
     return Mesh(np.array(_first(n, devices)).reshape(level_shape(n, 3)), THREE_LEVELS)
 
 
-def cases(n: int) -> list[tuple[str, str, int]]:
+# --quick: each collective by its ring (or binomial tree), and the allreduce's folding of a
+# rank count that is no power of two, its tree and its two levels
+QUICK = {("allreduce", "recursive_doubling"), ("allreduce", "tree"),
+         ("allreduce", "hierarchical"), ("broadcast", "tree")}
+
+
+def cases(n: int, quick: bool = False) -> list[tuple[str, str, int]]:
     """The main job's (primitive, algorithm, levels) on n ranks: every registered algorithm
     (levels 1; hierarchical 2), and the two-level ones of a collective built of others (the
     hierarchical allreduce: its reduce_scatter and allgather in one) on 3 levels too where n
-    has three prime factors (2 x 2 x 2 for 8)."""
+    has three prime factors (2 x 2 x 2 for 8). ``quick``: a representative few (``QUICK``,
+    and each collective's ``ring``, else ``binomial``)."""
     three = min(level_shape(n, 3)) > 1
     found = []
     for primitive, schedules in SCHEDULES.items():
+        first = next(a for a in ("ring", "binomial", "naive") if a in schedules)
         for algorithm in sorted(schedules):
+            if quick and algorithm != first and (primitive, algorithm) not in QUICK:
+                continue
             levels = 2 if two_level(primitive, algorithm) else 1
             found.append((primitive, algorithm, levels))
             if levels == 2 and three and RECORDS[primitive].composed_of:
@@ -159,19 +169,23 @@ def _inputs(primitive: str, n: int, counts: list[int], rng) -> list:
     return [jnp.asarray(rng.integers(-8, 9, size=(n, count)), jnp.float32) for count in counts]
 
 
-def run_checks(n: int, counts: list[int], seed: int = 0) -> list[Row]:
+def run_checks(n: int, counts: list[int], seed: int = 0, quick: bool = False) -> list[Row]:
     """Check each of :func:`cases` on the first ``n`` devices at ``counts`` elements."""
+    return [row for rows in iter_checks(n, counts, seed, quick) for row in rows]
+
+
+def iter_checks(n: int, counts: list[int], seed: int = 0, quick: bool = False):
+    """:func:`run_checks` as it goes: each case's rows (one per count) as soon as its program
+    has run."""
     rng = np.random.default_rng(seed)
-    rows, inputs = [], {}
-    for primitive, algorithm, levels in cases(n):
+    inputs = {}
+    for primitive, algorithm, levels in cases(n, quick):
         if primitive not in inputs:
             inputs[primitive] = _inputs(primitive, n, counts, rng)
         results = _program(primitive, algorithm, n, levels)(inputs[primitive])
         shape = level_shape(n, 3) if levels == 3 else ()
-        for x, (ours, reference) in zip(inputs[primitive], results):
-            rows.append(Row(primitive, algorithm, n, x[0].nbytes,
-                            _largest_difference(ours, reference), shape))
-    return rows
+        yield [Row(primitive, algorithm, n, x[0].nbytes, _largest_difference(ours, reference),
+                   shape) for x, (ours, reference) in zip(inputs[primitive], results)]
 
 
 def _largest_difference(ours, reference) -> float:
@@ -181,9 +195,13 @@ def _largest_difference(ours, reference) -> float:
     return max((float(np.max(np.abs(a - b), initial=0.0)) for a, b in pairs), default=0.0)
 
 
+HEADER = f"{'primitive':<16}{'algorithm':<22}{'n':>4}{'bytes':>12}{'max error':>12}  ok"
+
+
+def format_row(r: Row) -> str:
+    return (f"{r.primitive:<16}{r.label:<22}{r.n:>4}{r.nbytes:>12}{r.max_error:>12.3g}  "
+            f"{'yes' if r.ok else 'NO'}")
+
+
 def format_table(rows: list[Row]) -> str:
-    header = f"{'primitive':<16}{'algorithm':<22}{'n':>4}{'bytes':>12}{'max error':>12}  ok"
-    lines = [header, "-" * len(header)]
-    lines += [f"{r.primitive:<16}{r.label:<22}{r.n:>4}{r.nbytes:>12}{r.max_error:>12.3g}  "
-              f"{'yes' if r.ok else 'NO'}" for r in rows]
-    return "\n".join(lines)
+    return "\n".join([HEADER, "-" * len(HEADER)] + [format_row(r) for r in rows])

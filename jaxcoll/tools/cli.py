@@ -1,10 +1,18 @@
-"""The command line: ``python -m jaxcoll`` checks every algorithm against the lax built-ins;
-``draw``, ``msccl`` and ``calibrate`` picture, read and time schedules."""
+"""The command line: ``python -m jaxcoll [COMMAND]``, one entry for every tool.
+
+``check`` (the default: what ``python -m jaxcoll`` alone runs) checks every algorithm against
+the lax built-ins; ``draw``, ``msccl``, ``bench``, ``calibrate`` and ``launch`` picture, read,
+benchmark and time schedules and start processes (``bench`` and ``launch`` are also
+``python -m jaxcoll.tools.bench`` and ``python -m jaxcoll.tools.launch``). A mistake on the
+command line is one line on stderr and exit status 2 (:class:`~jaxcoll.tools.console.Parser`).
+"""
 
 from __future__ import annotations
 
 import argparse
+import difflib
 import sys
+import time
 
 import jax
 
@@ -15,18 +23,31 @@ from jaxcoll.analysis.topology import simulate
 from jaxcoll.ir import msccl
 from jaxcoll.ir.schedules import ScheduleError
 from jaxcoll.ir.symbolic import verify
+from jaxcoll.tools import bench, launch, pictures
 from jaxcoll.tools import calibration_cache as cache
-from jaxcoll.tools import distributed, pictures
+from jaxcoll.tools import distributed
 from jaxcoll.tools.auto import calibration
 from jaxcoll.tools.bench import ops_arg
-from jaxcoll.tools.check import format_table, run_checks
-from jaxcoll.tools.console import format_size, parse_size, start_jax
+from jaxcoll.tools.check import HEADER, cases, format_row, iter_checks
+from jaxcoll.tools.console import (
+    Parser,
+    Progress,
+    format_size,
+    needs,
+    parse_size,
+    readable,
+    size_arg,
+    start_jax,
+    writable,
+)
+
+PROG = "python -m jaxcoll"
 
 
 def draw_main(argv) -> int:
     """``python -m jaxcoll draw PRIMITIVE ALGORITHM --n N -o FILE``: picture a schedule."""
-    parser = argparse.ArgumentParser(
-        prog="python -m jaxcoll draw",
+    parser = Parser(
+        prog=f"{PROG} draw",
         description="Draw a schedule: one panel per round, ranks as rows, chunks as columns "
                     "(.png and .gif need matplotlib: pip install 'jaxcoll[viz]'; .html, a page "
                     "that steps through the rounds, needs nothing).")
@@ -48,8 +69,15 @@ def draw_main(argv) -> int:
     parser.add_argument("-o", "--output", required=True,
                         help="a .png, a .gif to animate, or a .html page to step through")
     args = parser.parse_args(argv)
+    suffix = args.output.lower().rsplit(".", 1)[-1]
+    if suffix not in ("html", "htm", "png", "gif"):
+        parser.error(f"argument -o/--output: {args.output}: write a .png, .gif or .html")
+    if suffix in ("png", "gif"):
+        needs(parser, "matplotlib", "viz", f"a .{suffix} picture")
+    writable(parser, "-o/--output", args.output)
     try:
         if args.primitive.lower().endswith(".xml"):  # an MSCCL algorithm, as the runtimes run it
+            readable(parser, args.primitive)
             schedule = msccl.load(args.primitive)
         elif args.algorithm is None:
             parser.error("an algorithm is needed after the primitive (or give an .xml file)")
@@ -58,7 +86,6 @@ def draw_main(argv) -> int:
                                         pieces=args.pieces)
     except ValueError as error:
         parser.error(str(error))
-    suffix = args.output.lower().rsplit(".", 1)[-1]
     if suffix in ("html", "htm"):
         named = None if args.calibration is None else calibration(args.calibration)
         path = pictures.html(schedule, args.output, calibration=named,
@@ -83,22 +110,24 @@ def _gpus(parser, name: str | None, n: int):
 def msccl_main(argv) -> int:
     """``python -m jaxcoll msccl FILE...``: what each MSCCL XML algorithm is, whether it
     verifies, its gap to the bounds and its time on a topology."""
-    parser = argparse.ArgumentParser(
-        prog="python -m jaxcoll msccl",
+    parser = Parser(
+        prog=f"{PROG} msccl",
         description="Read MSCCL XML algorithms (what RCCL and msccl-executor-nccl run) by the "
                     "runtimes' rules: for each, its collective, ranks, rounds and bytes, "
                     "whether it verifies, its gap to jaxcoll.bounds, and its time on a "
                     "topology (jaxcoll.simulate, every transfer of a round at once). Exit "
                     "status 1 if any file is refused or does not verify.")
     parser.add_argument("files", nargs="+")
-    parser.add_argument("--size", default="1M",
+    parser.add_argument("--size", default="1M", type=size_arg,
                         help="bytes per rank, as nccl-tests counts them (default 1M)")
     parser.add_argument("--topology", default="mi300x",
                         choices=("mi300x", "dgx-h100", "dgx-a100"),
                         help="fully connected MI300X GPUs (the files' own, default) or DGX "
                              "nodes of 8 on NVSwitch (the rank count must be a multiple of 8)")
     args = parser.parse_args(argv)
-    nbytes = parse_size(args.size)
+    nbytes = args.size
+    for path in args.files:
+        readable(parser, path)
     bad = 0
     for path in args.files:
         print(path)
@@ -120,7 +149,7 @@ def msccl_main(argv) -> int:
         else:
             topology = systems.dgx(args.topology.split("-")[1], n // 8)
         print(f"  {program.coll} on {n} GPUs, {program.nchunks} chunks per loop, "
-              f"{program.nchannels} channels, {program.proto}, sizes "
+              f"{_count(program.nchannels, 'channel')}, {program.proto}, sizes "
               f"{format_size(program.min_bytes)}.."
               f"{format_size(program.max_bytes) if program.max_bytes else 'any'}")
         for schedule in schedules:
@@ -159,58 +188,96 @@ def _ranks_or_levels(text: str) -> int | tuple[int, ...]:
     return values if "," in text else values[0]
 
 
-def main(argv=None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
-    if argv[:1] == ["draw"]:
-        return draw_main(argv[1:])
-    if argv[:1] == ["msccl"]:
-        return msccl_main(argv[1:])
-    if argv[:1] == ["calibrate"]:  # time auto's algorithms on this machine, keep them
-        return calibrate_main(argv[1:])
-    parser = argparse.ArgumentParser(
-        prog="python -m jaxcoll",
-        description="Run every primitive x algorithm against the xla reference and print a "
-                    "table; exit status 1 on any mismatch. (`python -m jaxcoll draw --help`: "
-                    "pictures of schedules; `python -m jaxcoll msccl --help`: MSCCL XML "
-                    "algorithms read, verified and priced; `python -m jaxcoll calibrate "
-                    "--help`: time auto's algorithms on this machine.)")
+def check_main(argv=None) -> int:
+    """``python -m jaxcoll [check]``: every algorithm against the lax built-ins, row by row."""
+    parser = Parser(
+        prog=PROG,
+        usage=f"{PROG} [check] [--quick] [--devices D] [--ranks N,...] [--counts C,...]",
+        description="Run every primitive x algorithm against the xla reference on fake CPU "
+                    "devices and print a row per check as it finishes; exit status 1 on any "
+                    "mismatch. Each case compiles one program: the whole check takes about "
+                    "3 minutes on 2 CPU cores, --quick well under one. Other commands: "
+                    + ", ".join(f"{name} ({what})" for name, (what, _) in COMMANDS.items()
+                                if name != "check") + f"; {PROG} COMMAND --help for each.")
+    parser.add_argument("--quick", action="store_true",
+                        help="a representative few: each collective by its ring (or binomial "
+                             "tree), the allreduce's recursive doubling, tree and two levels, "
+                             "on 5 ranks (unless --ranks), counts 1,7,1000 (unless --counts)")
     parser.add_argument("--devices", type=int, default=8,
                         help="number of fake CPU devices to start (default 8); on GPU/TPU the "
                              "local devices are used, at most this many; under python -m "
                              "jaxcoll.tools.launch its --devices-per-proc decides, per process")
     parser.add_argument("--ranks", default=None,
                         help="comma-separated rank counts to check, each at most --devices "
-                             "(default 8,5; across processes: all the devices)")
-    parser.add_argument("--counts", default="1,7,1000,262144",
+                             "(default 8,5; with --quick 5; across processes: all the devices)")
+    parser.add_argument("--counts", default=None,
                         help="comma-separated float32 element counts per rank "
-                             "(default 1,7,1000,262144)")
+                             "(default 1,7,1000,262144; with --quick 1,7,1000)")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress line")
     args = parser.parse_args(argv)
     if args.devices < 1:
-        parser.error(f"--devices must be >= 1, got {args.devices}")
-    counts = _int_list(parser, "--counts", args.counts, minimum=0)
-    ranks = _int_list(parser, "--ranks", args.ranks or "8,5", minimum=1)
-
-    processes = distributed.initialize()  # several under a launcher or a cluster; else 1
-    if processes == 1:
-        jax.config.update("jax_num_cpu_devices", args.devices)
-
+        parser.error(f"argument --devices: must be >= 1, got {args.devices}")
+    counts = _int_list(parser, "--counts", args.counts or ("1,7,1000" if args.quick else
+                                                            "1,7,1000,262144"), minimum=0)
+    ranks = _int_list(parser, "--ranks", args.ranks or ("5" if args.quick else "8,5"), minimum=1)
+    start_jax(args.devices)
+    processes = jax.process_count()
     available = len(jax.devices()) if processes > 1 else min(args.devices, len(jax.devices()))
     if processes > 1:  # a sub-mesh would leave some processes nothing to check
         if args.ranks is not None and set(ranks) != {available}:
-            parser.error(f"--ranks {args.ranks}: across {processes} processes the checks run "
-                         f"on all {available} devices (--ranks {available})")
+            parser.error(f"argument --ranks: {args.ranks}: across {processes} processes the "
+                         f"checks run on all {available} devices (--ranks {available})")
         ranks = [available]
     if max(ranks) > available:
-        parser.error(f"--ranks {args.ranks}: only {available} devices are available")
-    rows = [row for n in ranks for row in run_checks(n, counts)]
-    if jax.process_index() == 0:
-        print(format_table(rows))
+        parser.error(f"argument --ranks: {args.ranks}: only {available} devices are available")
+    rows = _stream_checks(ranks, counts, args.quick, leader=jax.process_index() == 0,
+                          progress=not args.quiet)
     bad = [r for r in rows if not r.ok]
     where = (f"process {jax.process_index()} of {processes}, " if processes > 1 else "")
     print(f"\njax {jax.__version__}, backend {jax.default_backend()}, {where}{available} "
           f"devices: {len(rows) - len(bad)} of {len(rows)} checks match the xla reference "
           f"exactly")
     return 1 if bad else 0
+
+
+def _stream_checks(ranks: list[int], counts: list[int], quick: bool, leader: bool,
+                   progress: bool) -> list:
+    """Run the checks, printing each row as soon as its program has run (process 0 only),
+    with a progress line on stderr where it is a terminal; return every row."""
+    total = sum(len(cases(n, quick)) for n in ranks)
+    say = print if leader else (lambda *_, **__: None)
+    hint = "" if quick else f"; --quick checks {len(cases(5, quick=True))}"
+    say(f"{_count(total, 'case')} on {', '.join(map(str, ranks))} ranks, "
+        f"{_count(len(counts), 'size')} each: one "
+        f"program compiled per case, up to about 2 s each on 2 CPU cores "
+        f"(~{max(1, round(total * 2 / 60))} min{hint})", flush=True)
+    say(HEADER + "\n" + "-" * len(HEADER), flush=True)
+    bar = Progress(total, enabled=progress and leader and sys.stderr.isatty())
+    rows, started = [], time.monotonic()
+    for n in ranks:
+        for done in iter_checks(n, counts, quick=quick):
+            bar.clear()
+            say("\n".join(format_row(r) for r in done), flush=True)
+            rows += done
+            bar.tick()
+            left = (time.monotonic() - started) / bar.done * (total - bar.done)
+            bar.start(f"{left:.0f} s left")
+    bar.clear()
+    return rows
+
+
+def main(argv=None) -> int:
+    """``python -m jaxcoll [COMMAND] ...``: the command named first, else ``check``."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] in COMMANDS:
+        return COMMANDS[argv[0]][1](argv[1:])
+    if argv and not argv[0].startswith("-"):
+        close = difflib.get_close_matches(argv[0], COMMANDS, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        sys.stderr.write(f"{PROG}: error: {argv[0]!r} is not a command; the commands are "
+                         f"{', '.join(COMMANDS)}{hint} (see {PROG} --help)\n")
+        return 2
+    return check_main(argv)
 
 
 def _int_list(parser, flag: str, text: str, minimum: int) -> list[int]:
@@ -225,8 +292,8 @@ def _int_list(parser, flag: str, text: str, minimum: int) -> list[int]:
 
 def calibrate_main(argv=None) -> int:
     """``python -m jaxcoll calibrate``: time auto's algorithms on this machine and keep them."""
-    parser = argparse.ArgumentParser(
-        prog="python -m jaxcoll calibrate",
+    parser = Parser(
+        prog=f"{PROG} calibrate",
         description="Time every algorithm auto chooses from, over a size sweep, on this "
                     "machine's devices and keep the times in the cache that auto reads "
                     f"({cache.CACHE_DIR}, else $XDG_CACHE_HOME/jaxcoll, else ~/.cache/jaxcoll).")
@@ -278,3 +345,13 @@ def summary(entry: dict) -> str:
         lines.append(f"{entry['primitive']:<15} n={entry['n']}  {format_size(size):>10} per "
                      f"rank  {name:<20} {best * 1e6:10.1f} us{after}")
     return "\n".join(lines)
+
+
+COMMANDS = {  # name: (what it does, its main)
+    "check": ("every algorithm against the lax built-ins; the default", check_main),
+    "draw": ("a schedule or an MSCCL file as a picture or a page", draw_main),
+    "msccl": ("MSCCL XML algorithms read, verified and priced", msccl_main),
+    "bench": ("the nccl-tests style benchmark", bench.main),
+    "calibrate": ("time auto's algorithms on this machine", calibrate_main),
+    "launch": ("P local processes joined by jax.distributed", launch.main),
+}

@@ -1,11 +1,18 @@
-"""What the command-line tools share: sizes as people write them, a progress bar, JAX's start.
+"""What the command-line tools share: sizes as people write them, a progress bar, JAX's start,
+and one way to refuse a mistake.
 
 ``parse_size`` and ``format_size`` speak nccl-tests' units (K = 1024); :class:`Progress` draws
-on stderr; :func:`start_jax` joins a launcher's processes or asks for fake CPU devices.
+on stderr; :func:`start_jax` joins a launcher's processes or asks for fake CPU devices;
+:class:`Parser` says every mistake in one line and exits with status 2, and
+:func:`writable`, :func:`readable` and :func:`needs` check outputs, inputs and optional
+dependencies before any work starts.
 """
 
 from __future__ import annotations
 
+import argparse
+import importlib.util
+import os
 import re
 import sys
 import time
@@ -28,6 +35,55 @@ def parse_size(text: str) -> int:
     if value != int(value):
         raise ValueError(f"{text!r} is not a whole number of bytes")
     return int(value)
+
+
+class Parser(argparse.ArgumentParser):
+    """An ``argparse`` parser whose errors are one line on stderr, ``PROG: error: WHAT (PROG
+    --help)``, with exit status 2 (argparse's own adds a usage line)."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def size_arg(text: str) -> int:
+    """A size for ``type=``: bytes as :func:`parse_size` reads them, at least 1."""
+    try:
+        nbytes = parse_size(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    if nbytes < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: a size must be at least 1 byte")
+    return nbytes
+
+
+def writable(parser: argparse.ArgumentParser, flag: str, path: str | None) -> None:
+    """Refuse ``path`` (an output) now, before any work, if it cannot be written."""
+    if path is None:
+        return
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        parser.error(f"argument {flag}: {path} is a folder, not a file")
+    if not os.path.isdir(folder):
+        parser.error(f"argument {flag}: {path}: the folder {folder} does not exist")
+    if not os.access(folder, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
+        parser.error(f"argument {flag}: {path} cannot be written (permission denied)")
+
+
+def readable(parser: argparse.ArgumentParser, path: str) -> None:
+    """Refuse ``path`` (an input file) now if it is missing, a folder or unreadable."""
+    if not os.path.exists(path):
+        parser.error(f"{path}: no such file")
+    if os.path.isdir(path):
+        parser.error(f"{path} is a folder, not a file")
+    if not os.access(path, os.R_OK):
+        parser.error(f"{path} cannot be read (permission denied)")
+
+
+def needs(parser: argparse.ArgumentParser, module: str, extra: str, what: str) -> None:
+    """Refuse ``what`` now if the optional ``module`` is missing, naming the extra to install."""
+    if importlib.util.find_spec(module) is None:
+        parser.error(f"{what} needs {module}, which is not installed: "
+                     f"pip install \"jaxcoll[{extra}]\"")
 
 
 def format_size(nbytes: float) -> str:

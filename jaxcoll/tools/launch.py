@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 
 # In a process's environment: "OUT,ERR", its file descriptors for native output (see the
 # module's docstring); jaxcoll.tools.distributed.initialize() takes them (and removes it).
+from jaxcoll.tools.console import Parser
 from jaxcoll.tools.distributed import NATIVE_OUTPUT_FDS
 
 POLL_SECONDS = 0.05
@@ -212,10 +213,9 @@ def _say(message: str) -> None:
     print(f"[jaxcoll.tools.launch] {message}", file=sys.stderr, flush=True)
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m jaxcoll.tools.launch",
-        usage="python -m jaxcoll.tools.launch [--nproc P] [--devices-per-proc D] -- COMMAND ...",
+def _parser(prog: str) -> argparse.ArgumentParser:
+    parser = Parser(
+        prog=prog, usage=f"{prog} [--nproc P] [--devices-per-proc D] -- COMMAND ...",
         description="Start P local processes of COMMAND joined by jax.distributed (gloo CPU "
                     "collectives, D fake CPU devices each, coordinator on 127.0.0.1), stream "
                     "their output prefixed [rank k], and exit with the first failure's code.")
@@ -231,13 +231,13 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv=None) -> int:
-    parser = _parser()
+def main(argv=None, prog: str = "python -m jaxcoll launch") -> int:
+    """Start the processes of the command line ``argv``; their first failure's exit code."""
+    parser = _parser(prog)
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
-        parser.error("no command given: "
-                     "python -m jaxcoll.tools.launch --nproc 2 -- python script.py")
+        parser.error(f"no command given: {parser.prog} --nproc 2 -- python script.py")
     for flag, value in (("--nproc", args.nproc), ("--devices-per-proc", args.devices_per_proc)):
         if value < 1:
             parser.error(f"{flag} must be >= 1, got {value}")
@@ -247,4 +247,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(prog="python -m jaxcoll.tools.launch"))
