@@ -115,19 +115,34 @@ def test_a_chain_of_re_runs_with_its_last_count_as_in_the_runtimes():
         msccl_checker.check(text, inplace=True)
 
 
-def test_nops_before_a_chained_re_are_refused_with_the_reason():
-    """A nop's wait before an re the parser chains goes to the next step it does not chain:
-    refused, saying so (not "the parser refuses the file": it does not)."""
+def _nop_inside_a_chain(chained: bool = True) -> str:
+    """gpu 0 sends i[0] and receives into s[1] (threadblock 0); its local threadblock copies
+    i[1] to s[0], adds s[0] into i[0] once the send is done, then (a nop waiting for the
+    receive) adds s[1] into i[0]: an re the parser chains to the one before it, or, with
+    ``chained=False``, one that carries the receive's wait itself."""
     text = two_gpus([step(0, "s", "i", 0, "s", 0, hasdep=1),
                      step(1, "r", "i", 0, "s", 1, hasdep=1)],
-                    [step(0, "r", "i", 0, "s", 0, hasdep=1), step(1, "s", "i", 0, "s", 1)],
-                    tb1={"send": 0, "recv": 0})
-    local = ('    <tb id="1" send="-1" recv="-1" chan="0">\n      '
-             + "\n      ".join([step(0, "re", "s", 0, "i", 0, depid=0, deps=0),
-                                 step(1, "nop", depid=0, deps=1),
-                                 step(2, "re", "s", 0, "i", 0)]) + "\n    </tb>\n  </gpu>")
-    with pytest.raises(msccl.MscclError, match="chains it into the re before it"):
-        msccl.load(text.replace("  </gpu>", local, 1))
+                    [step(0, "r", "i", 0, "s", 0, hasdep=1), step(1, "s", "i", 0, "s", 1)])
+    steps = [step(0, "cpy", "i", 1, "s", 0), step(1, "re", "s", 0, "i", 0, depid=0, deps=0)]
+    steps += ([step(2, "nop", depid=0, deps=1), step(3, "re", "s", 1, "i", 0)] if chained
+              else [step(2, "re", "s", 1, "i", 0, depid=0, deps=1)])
+    local = ('    <tb id="1" send="-1" recv="-1" chan="0">\n      ' + "\n      ".join(steps)
+             + "\n    </tb>\n  </gpu>")
+    return text.replace("  </gpu>", local, 1)
+
+
+def test_a_nops_wait_before_a_chained_re_goes_past_it():
+    """The parser hands a nop's wait before an re it chains to the next step it does not
+    chain (here none: the wait is dropped), so the chained re reads s[1] while the receive
+    may still write it (or not yet have written it): both readings find the race. Carried by the re itself, the wait
+    holds and the file loads."""
+    with pytest.raises(msccl.MscclError, match=r"a race on gpu 0's s\[1\].*step 3 \(re\)"):
+        msccl.load(_nop_inside_a_chain())
+    for seed in range(4):  # the receive's write races the re's read, or comes after it
+        with pytest.raises(msccl_checker.Wrong, match="race|reads garbage"):
+            msccl_checker.run(_nop_inside_a_chain(), inplace=True, seed=seed)
+    msccl_checker.run(_nop_inside_a_chain(chained=False), inplace=True)
+    assert msccl.load(_nop_inside_a_chain(chained=False)).n_rounds >= 1
 
 
 # ----------------------------------------------------------------------------- out
@@ -350,7 +365,8 @@ def test_files_the_runtimes_would_not_run_are_refused(text, message):
 
 def _nops_before_a_chained_re() -> str:
     """gpu 0's local threadblock: an re, a nop, an re the parser chains to the first (so the
-    nop's wait goes to the next step), then a cpy that carries a wait and publishes."""
+    nop's wait goes to the next step, and the kernel's step counter falls one behind the
+    file's), then a cpy that carries a wait and publishes."""
     text = two_gpus([step(0, "s", "i", 0, "s", 0, hasdep=1),
                      step(1, "r", "i", 0, "s", 1, hasdep=1)],
                     [step(0, "r", "i", 0, "s", 0, hasdep=1), step(1, "s", "i", 0, "s", 1)])
@@ -395,6 +411,24 @@ def test_nops_after_the_last_step_wait_for_nothing():
     text = text.replace("  </gpu>", local, 1)
     msccl_checker.run(text, inplace=True)
     assert msccl.load(text).n_rounds == 1
+
+
+def test_in_place_a_step_onto_its_own_chunks_runs_as_the_kernel_runs_it():
+    """In place i[c] and o[c] are one chunk: ``cpy i[0] -> o[0]`` does nothing and
+    ``re i[1] -> o[1]`` doubles chunk 1 (a schedule cannot move a chunk onto itself: load had
+    crashed with a plain ScheduleError). Both readings agree."""
+    text = two_gpus([SEND], [RECEIVE])
+    local = ('    <tb id="1" send="-1" recv="-1" chan="0">\n      '
+             + step(0, "cpy", "i", 0, "o", 0, depid=0, deps=0) + "\n      "
+             + step(1, "re", "i", 1, "o", 1) + "\n    </tb>\n  </gpu>")
+    text = text.replace(SEND, step(0, "s", "i", 0, "o", 0, hasdep=1)).replace(
+        "  </gpu>", local, 1)
+    assert msccl_checker.run(text, inplace=True)[0] == {0: ((0, 0),), 1: ((0, 1), (0, 1))}
+    schedule = msccl.load(text)
+    local_moves = [(t.chunks, t.into, t.reduce) for r in schedule.rounds for t in r
+                   if t.src == t.dst]
+    aside = schedule.n_chunks  # the first scratch chunk
+    assert local_moves == [((1,), (aside,), False), ((aside,), (1,), True)]
 
 
 def test_attributes_msccl_tools_leaves_out_can_be_assumed():

@@ -57,8 +57,11 @@ runtimes run it, with an :class:`MscclWarning` where a chain's counts differ, so
 tells the truth about what the runtimes compute (refusing it would hide what the file does;
 reading each step with its own count, as jaxcoll did, proved files the runtimes compute
 wrong). :func:`dump` ends a chain (``hasdep=1`` on the step before) wherever chaining would
-change the sum. A nop before an ``re`` the parser chains is refused: the parser hands its wait
-to the next step it does not chain.
+change the sum. A nop's wait before an ``re`` the parser chains goes to the next step it does
+not chain (or nowhere, at the threadblock's end), and a flag publishes the kernel's step
+counter, which then falls behind the file's positions: both read as the runtimes run them.
+In place, ``cpy i[c] -> o[c]`` copies a chunk onto itself (nothing) and ``re i[c] -> o[c]``
+adds it to itself (read aside first, as a schedule cannot move a chunk onto itself).
 
 Limits: 64 steps per threadblock, ``cnt`` < 72, ``depid`` <= 127
 (an int8), 32 sending and 32 receiving threadblocks per channel. RCCL today runs ``s``, ``r``,
@@ -483,37 +486,52 @@ def _pair(program: Program) -> None:
 
 
 def _check_waits(program: Program) -> None:
-    """Each real step's waits: its own dependency and its nops' (the nops before it), each as
-    the step that releases it (the first one at or after ``deps`` with ``hasdep=1``). Nops
-    after a threadblock's last real step wait for nothing (the parser makes no transmission
-    they could hold back)."""
+    """Each transmission's waits, as the parser gathers them and the kernel ends them: a
+    real step that is not a chained ``re`` waits for its own dependency and for those of the
+    nops since the last such step (a nop before a chained ``re`` too: the parser hands its
+    wait on), each ended by the first step of that threadblock whose published flag (the
+    kernel's step counter, :func:`_flags`) is at or past ``deps``. Nops after a threadblock's
+    last transmission wait for nothing."""
     for gpu in program.gpus.values():
-        tbs = gpu["tbs"]
-        for tb in tbs.values():
+        for tb in gpu["tbs"].values():
             pending = []
             for step in tb.steps:
                 if step.depid >= 0:
                     pending.append(step)
-                if step.type == "nop":
+                if step.type == "nop" or step.continues_chain:
                     continue
-                if pending and step.depid < 0 and step.continues_chain:
-                    raise MscclError(f"msccl: {step.where()}: nops before it add dependencies, "
-                                     "but the parser chains it into the re before it (one dst "
-                                     "and srcbuf, no depid) and hands the nops' waits to the "
-                                     "next step it does not chain: they would not hold here")
                 if pending and step.depid < 0:
                     raise MscclError(f"msccl: {step.where()}: nops before it add dependencies, "
                                      "so it must carry the last one itself (the parser "
                                      "refuses the file otherwise)")
-                step.waits, pending = [_releasing(tbs, waiting) for waiting in pending], []
+                step.waiting, pending = pending, []
+            _flags(tb)
+    for gpu in program.gpus.values():
+        for tb in gpu["tbs"].values():
+            for step in tb.steps:
+                step.waits = [_releasing(gpu["tbs"], waiting)
+                              for waiting in getattr(step, "waiting", ())]
+
+
+def _flags(tb: Threadblock) -> None:
+    """``step.flag``: what the kernel publishes when a transmission ends (its last step's):
+    its step counter, advanced by a transmission's dependencies but one and by a chain's
+    steps but one, so the file's step position wherever each nop's wait goes to the step after
+    it, less where a nop's wait was handed past a chained ``re``."""
+    counter = 0
+    for step in tb.steps:
+        if step.type == "nop" or step.continues_chain:
+            continue
+        counter += max(len(step.waiting) - 1, 0) + max(len(step.chain) - 1, 0)
+        (step.chain[-1] if step.chain else step).flag = counter
+        counter += 1
 
 
 def _releasing(tbs: dict, step: Step) -> Step:
-    """The step whose flag ends ``step``'s wait: the first at or after ``deps`` of threadblock
-    ``depid`` with ``hasdep=1``."""
-    producer = tbs[step.depid]
-    releasing = next((s for s in producer.steps[max(step.deps, 0):]
-                      if s.hasdep and s.type != "nop"), None)
+    """The step whose flag ends ``step``'s wait: the first of threadblock ``depid`` that ends
+    a transmission with ``hasdep=1`` and publishes at or past ``deps``."""
+    releasing = next((s for s in tbs[step.depid].steps
+                      if s.hasdep and getattr(s, "flag", -1) >= step.deps), None)
     if releasing is None:
         raise MscclError(f"msccl: {step.where()}: waits for step {step.deps} of threadblock "
                          f"{step.depid}, but no step of it at or after that one signals "
@@ -815,19 +833,25 @@ def _ops(layout: Layout, order: list[Step], completed: dict) -> tuple[list[_Op],
             events.extend([ops[-1], dst, c, True] for c in _ids(into))
         return ops[-1]
 
-    chains = {}  # id(first re of a chain) -> its op
+    chains, aside = {}, {}  # id(first re of a chain) -> its op; id(re) -> its copy of Y
     for step in order:
         x = _run(layout, step, "src") if step.type in READS_X else []
         y = _run(layout, step, "dst") if step.type in WRITES_Y else []
         rank = step.gpu
         if id(step) in folded:  # the re that completes an r: the r's transfer reduced
             continue
+        if step.type == "cpy" and x == y:  # in place, i[c] -> o[c] is onto itself: nothing
+            continue
         if step.type in ("cpy", "re"):
-            move = (rank, rank, x, step.type == "re", y)
+            for member in step.chain if not step.continues_chain else ():
+                if _run(layout, member, "src") == y:  # Y op= Y: Y read aside first
+                    aside[id(member)] = _Temporary(rank, len(y))
+                    op([(rank, rank, y, False, aside[id(member)])])
+            move = (rank, rank, aside.get(id(step), x), step.type == "re", y)
             if step.continues_chain:  # the parser's chain of re: one op, Y += X_1 + X_2 ...
                 fused = chains[id(step.chain[0])]
                 fused.moves.append(move)
-                events.extend([fused, rank, c, False] for c in x + y)
+                events.extend([fused, rank, c, False] for c in _ids(move[2]) + y)
                 events.extend([fused, rank, c, True] for c in y)
             else:
                 chains[id(step)] = op([move])
