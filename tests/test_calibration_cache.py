@@ -195,3 +195,16 @@ def test_two_processes_writing_one_cache_keep_both_entries(fresh_cache):
     cache._save("allreduce", 2, [["ring", 1024, 1e-3]], print_, path)
     assert set(cache.read(path, print_)) == {"broadcast n=2", "allreduce n=2"}
     assert set(cache._entries[path]) == {"broadcast n=2", "allreduce n=2"}
+
+
+def test_the_first_calibration_announces_itself_wherever_stderr_goes(monkeypatch, capsys):
+    """One line saying what is timed and how to switch it off, on a terminal or not (a
+    notebook, a log); nothing with JAXCOLL_CALIBRATE=quiet."""
+    monkeypatch.setenv(cache.MODE, "1")
+    cache._progress("allreduce", 4, 10, True)
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "jaxcoll: timing every algorithm of allreduce on 4" in err
+    assert f"{cache.MODE}=0 turns this off" in err
+    monkeypatch.setenv(cache.MODE, "quiet")
+    cache._progress("allreduce", 4, 10, True)
+    assert capsys.readouterr().err == ""

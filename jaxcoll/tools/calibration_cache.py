@@ -493,12 +493,11 @@ def _near_fastest(times: dict[str, float], within: float) -> set[str]:
 
 
 def _progress(primitive: str, n: int, total: int, enabled: bool):
-    """A progress bar on stderr, drawn only on a terminal and unless JAXCOLL_CALIBRATE=quiet."""
-
-
-    show = enabled and mode() != "quiet" and sys.stderr.isatty() and jax.process_index() == 0
-    if show:
+    """One line on stderr that says what is timed and how to switch it off (wherever stderr
+    goes), then a progress bar on a terminal; neither with JAXCOLL_CALIBRATE=quiet."""
+    say = enabled and mode() != "quiet" and jax.process_index() == 0
+    if say:
         print(f"jaxcoll: timing every algorithm of {primitive} on {n} x "
               f"{jax.devices()[0].device_kind}, once for this machine (auto picks by it; "
               f"{MODE}=0 turns this off)", file=sys.stderr, flush=True)
-    return Progress(total, enabled=show)
+    return Progress(total, enabled=say and sys.stderr.isatty())
