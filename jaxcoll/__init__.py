@@ -7,6 +7,9 @@ it): ``ir`` (schedules and what they must do), ``analysis`` (their costs on pape
 This module gathers the public names.
 """
 
+from importlib import metadata as _metadata  # the namespace holds the public names only
+
+from jaxcoll import _moved  # the import paths the fourth edition moved, as warning aliases
 from jaxcoll import lax  # lax's collectives by lax's names: `from jaxcoll import lax`
 from jaxcoll.analysis.compression import Compress
 from jaxcoll.analysis.model import Bounds, Calibration, Cost, bounds, choose, cost, explain
@@ -49,9 +52,22 @@ from jaxcoll.tools.auto import calibration, set_calibration  # and installs auto
 from jaxcoll.tools.pictures import draw
 from jaxcoll.tools.timing import calibrate
 
-__version__ = "0.1.0"
+
+def _version() -> str:
+    """The installed distribution's version (``"0+unknown"`` for a source tree never
+    installed)."""
+    try:
+        return _metadata.version("jaxcoll")
+    except _metadata.PackageNotFoundError:
+        return "0+unknown"
+
+
+#: jaxcoll's version (PEP 440), read from the package's metadata; CHANGELOG.md says what each
+#: version changed.
+__version__ = _version()
 
 __all__ = [
+    "__version__",
     "BUCKET_BYTES", "OPS", "algorithms", "allgather", "allgather_fold", "allgather_matmul",
     "allreduce", "allreduce_with_feedback", "alltoall", "broadcast", "Compress",
     "Bounds", "bounds", "calibrate", "Calibration",
@@ -63,3 +79,11 @@ __all__ = [
     "simulate", "Symmetry", "Synthesis", "synthesize", "Topology", "Transfer",
     "tree_allreduce", "tree_broadcast", "verify",
 ]
+
+_moved.install()
+
+
+def __getattr__(name: str):
+    """``jaxcoll.topology`` and the other modules the fourth edition moved, as warning aliases
+    (``jaxcoll._moved``)."""
+    return _moved.attribute(name)

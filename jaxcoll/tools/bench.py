@@ -87,6 +87,7 @@ from jaxcoll.lowering._checks import check_op_dtype
 from jaxcoll.tools.check import ROOTED, call_collective, two_level_mesh
 from jaxcoll.tools.console import Parser, Progress, format_size, parse_size, start_jax, writable
 from jaxcoll.tools.distributed import gather, local_blocks
+from jaxcoll.tools.pictures import MUTED
 from jaxcoll.tools.timing import (  # noqa: F401 (API)
     on_mesh,
     program,
@@ -429,7 +430,10 @@ def _new_figure(**kwargs):
     return Figure(**kwargs)
 
 
-MARKERS = "o^vDPX<>*h"
+# Filled markers but the reference's square: 14, prime to the 9 colours, so no two of the first
+# 126 algorithms share both, and an algorithm sharing a colour with one 9 before it has a
+# marker of another shape.
+MARKERS = "o^DvX<>*pPdh8H"
 
 
 def plot(path: str, meta: dict, results: list[Result]) -> None:
@@ -443,9 +447,7 @@ def plot(path: str, meta: dict, results: list[Result]) -> None:
 
     ops = list(dict.fromkeys(r.op for r in results))
     ours = sorted({r.algorithm for r in results} - {"xla"})
-    styles = {a: dict(color=f"C{i % 10}", marker=MARKERS[i % len(MARKERS)], label=a)
-              for i, a in enumerate(ours)}
-    styles["xla"] = dict(color="black", marker="s", linestyle="--", label="xla (reference)")
+    styles = _styles(ours)
     fig = _new_figure(figsize=(5.5 * len(ops) + 2, 8))
     axes = fig.subplots(2, len(ops), squeeze=False, sharex="col")
     for (top, bottom), op in zip(axes.T, ops):
@@ -464,6 +466,15 @@ def plot(path: str, meta: dict, results: list[Result]) -> None:
     fig.suptitle(_plot_title(meta), fontsize=10)
     fig.tight_layout(rect=(0, 0, 1 - 1.9 / fig.get_figwidth(), 1))
     fig.savefig(path, dpi=110)
+
+
+def _styles(algorithms: list[str]) -> dict[str, dict]:
+    """Each algorithm's line: Paul Tol's colour-blind-safe muted colours (the pictures' ranks)
+    paired with a marker, no two lines alike; the reference ``xla`` black, dashed, squares."""
+    styles = {a: dict(color=MUTED[i % len(MUTED)], marker=MARKERS[i % len(MARKERS)], label=a)
+              for i, a in enumerate(algorithms)}
+    styles["xla"] = dict(color="black", marker="s", linestyle="--", label="xla (reference)")
+    return styles
 
 
 def _plot_op(top, bottom, results: list[Result], styles: dict) -> None:
