@@ -4,19 +4,21 @@ through jvp, grad and vmap, with interpret mode's race detector on: a race, or a
 non-zero at kernel exit, fails the test.
 
 An interpreted call costs ~0.5-2 s here: each schedule runs at one of n = 8, 6, 3, 2, 1 in turn
-(at every one with ``--deep``)."""
+(at every one with ``--deep``). Every test runs under a watchdog (helpers.watchdog): a kernel
+that never returns fails its test after ``BOUND_S`` seconds instead of hanging the run."""
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
 import jaxcoll
 from jaxcoll.lowering.pallas_kernel import races_found
 from jaxcoll.ir.records import RECORDS
 
-from helpers import AXIS, assert_same, exact_inputs, per_rank
+from helpers import AXIS, assert_same, exact_inputs, per_rank, watchdog
 
 CHECKED = jaxcoll.Pallas(interpret=pltpu.InterpretParams(detect_races=True,
                                                          dma_execution_mode="eager"))
@@ -28,16 +30,58 @@ CASES = [(primitive, algorithm) for primitive in RECORDS
          if algorithm not in ("xla", "auto")]
 LEVELS = {8: (2, 4), 6: (3, 2), 3: (3, 1), 2: (2, 1), 1: (1,)}
 NS = (8, 6, 3, 2, 1)  # by default schedule i runs at NS[i % 5]; with --deep at every one
+# a test's bound: its calls take seconds; a kernel that never returns fails the test at this
+BOUND_S = 120
+
+# (n, axis_index_groups, allreduce's algorithm, batched under jax.vmap): groups of different
+# sizes (a singleton among them or not), singletons only, one group of all, several groups of
+# one size; --deep adds the rows of DEEP_GROUPS
+GROUPS = [
+    (3, ((0, 2), (1,)), "ring", False),
+    (5, ((0, 1), (2, 3, 4)), "ring", True),
+    (5, ((0,), (1,), (2,), (3,), (4,)), "ring", False),
+    (5, ((0, 1, 2, 3, 4),), "double_tree", False),
+    (8, ((0, 4), (1, 5), (2, 6), (3, 7)), "ring", True),
+    (8, ((0, 1, 2), (3, 4, 5, 6, 7)), "two_shot", False),
+]
+DEEP_GROUPS = [
+    (3, ((0,), (1,), (2,)), "ring", True),
+    (3, ((0, 1, 2),), "ring", True),
+    (5, ((4,), (0, 1, 2, 3)), "recursive_doubling", False),
+    (6, ((0, 3), (1, 4), (2, 5)), "naive", True),
+    (6, ((5, 0, 1), (2, 3, 4)), "ring", False),
+    (8, ((7,), (0, 1, 2, 3, 4, 5, 6)), "ring", True),
+    (8, ((0, 2, 4, 6, 1), (3, 5), (7,)), "double_tree", False),
+    (8, ((0, 1), (2, 3), (4, 5), (6, 7)), "tree", False),
+    (8, (tuple(range(8)),), "swing", True),
+]
+
+
+@pytest.fixture(autouse=True)
+def bounded(request):
+    """Every test of this module under a watchdog of ``BOUND_S`` seconds."""
+    with watchdog(BOUND_S, request.node.name):
+        yield
 
 
 def pytest_generate_tests(metafunc):
-    """(primitive, algorithm, n) cases, marked as sweeps (``--sweep-ns`` keeps some n)."""
+    """(primitive, algorithm, n) cases, marked as sweeps (``--sweep-ns`` keeps some n); the
+    group shapes (GROUPS, and DEEP_GROUPS with ``--deep``)."""
+    deep = metafunc.config.getoption("--deep")
+    if "groups" in metafunc.fixturenames:
+        metafunc.parametrize("n, groups, algorithm, batched", [
+            pytest.param(*case, id=_group_id(*case)) for case in GROUPS + DEEP_GROUPS * deep])
     if "primitive" in metafunc.fixturenames and "n" in metafunc.fixturenames:
-        deep = metafunc.config.getoption("--deep")
         metafunc.parametrize("primitive, algorithm, n", [
             pytest.param(primitive, algorithm, n, marks=pytest.mark.sweep)
             for i, (primitive, algorithm) in enumerate(CASES)
             for n in (NS if deep else NS[i % len(NS):][:1])])
+
+
+def _group_id(n: int, groups, algorithm: str, batched: bool) -> str:
+    """``n5-01|234-ring-vmap``: a group case's test id."""
+    return "-".join([f"n{n}", "|".join("".join(map(str, g)) for g in groups), algorithm]
+                    + ["vmap"] * batched)
 
 
 def _schedule(primitive: str, algorithm: str, n: int):
@@ -155,6 +199,94 @@ def test_groups_ops_dtypes_and_pytrees(checked):
     want = per_rank(lambda b: calls(b, "xla"), n)(x)
     for ours, theirs in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
         assert_same(ours, theirs)
+
+
+def _grouped(groups, algorithm: str, executor):
+    """The collectives with ``axis_index_groups=groups`` on a rank's (rows, width) block:
+    allreduce; allgather and reduce_scatter (tiled) where the groups are of one size (lax's
+    refuse others, and so do jaxcoll's: docs/sharp_bits.md). ``executor``: jaxcoll's, or
+    "lax" for lax's own."""
+    groups = [list(g) for g in groups]
+    equal = len(set(map(len, groups))) == 1
+    if executor == "lax":
+        calls = [lambda b: jax.lax.psum(b, AXIS, axis_index_groups=groups)]
+        if equal:
+            calls += [lambda b: jax.lax.all_gather(b, AXIS, axis_index_groups=groups),
+                      lambda b: jax.lax.psum_scatter(b, AXIS, axis_index_groups=groups,
+                                                     tiled=True)]
+        return lambda b: [call(b) for call in calls]
+    kwargs = {"axis_index_groups": groups, "executor": executor}
+    calls = [lambda b: jaxcoll.allreduce(b, AXIS, algorithm=algorithm, **kwargs)]
+    if equal:
+        calls += [lambda b: jaxcoll.allgather(b, AXIS, algorithm="ring", **kwargs),
+                  lambda b: jaxcoll.reduce_scatter(b, AXIS, algorithm="ring", tiled=True,
+                                                   **kwargs)]
+    return lambda b: [call(b) for call in calls]
+
+
+def test_groups_of_every_shape_equal_lax_on_both_executors(n, groups, algorithm, batched,
+                                                           checked):
+    """Groups of different sizes, singletons, one group of all, several of one size: both
+    executors equal lax bit for bit on integer-valued floats (rows: a multiple of every group's
+    size, for reduce_scatter); ``batched``: under jax.vmap over a leading batch of 2, inside
+    the shard_map."""
+    rows = int(np.lcm.reduce([len(g) for g in groups]))
+    x = exact_inputs(n, (2, rows, 3) if batched else (rows, 3), jnp.float32, seed=n)
+
+    def each(executor):
+        fn = _grouped(groups, algorithm, executor)
+        return jax.vmap(fn) if batched else fn
+    # lax's psum with groups takes no check_vma=True (jaxcoll's are typed varying: either)
+    pallas, xla, lax_ = checked(per_rank(lambda b: [each(CHECKED)(b), each("xla")(b),
+                                                    each("lax")(b)], n, check_vma=False), x)
+    for name, ours in (("pallas", pallas), ("xla", xla)):
+        for k, (got, want) in enumerate(zip(ours, lax_)):
+            assert_same(got, want, f"{name} executor, collective {k}, groups {groups}")
+
+
+def test_complex_operands_run_on_their_real_parts(checked):
+    """complex64 (the kernel runs on float32 pairs: a complex sum is two real ones): sums,
+    means and gathers equal lax's, and the XLA executor's bit for bit."""
+    n = 3
+    x = (exact_inputs(n, (3, 4), jnp.float32) + 1j * exact_inputs(n, (3, 4), jnp.float32, 1)
+         ).astype(jnp.complex64)
+
+    def calls(b, executor):
+        if executor == "lax":
+            return [jax.lax.psum(b, AXIS), jax.lax.pmean(b, AXIS), jax.lax.all_gather(b, AXIS)]
+        return [jaxcoll.allreduce(b, AXIS, algorithm="ring", executor=executor),
+                jaxcoll.allreduce(b, AXIS, op="mean", algorithm="two_shot", executor=executor),
+                jaxcoll.allgather(b, AXIS, algorithm="bruck", executor=executor)]
+    pallas, xla, lax_ = checked(per_rank(lambda b: [calls(b, e) for e in (CHECKED, "xla", "lax")],
+                                         n), x)
+    for got, by_xla, want in zip(pallas, xla, lax_):
+        assert_same(got, by_xla)
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def _never_returns(b):
+    """A Pallas kernel that waits for a semaphore no one signals (the watchdog's test)."""
+    def kernel(x_ref, o_ref, sem):
+        pl.semaphore_wait(sem, 1)
+        o_ref[...] = x_ref[...]
+    return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct(b.shape, b.dtype),
+                          in_specs=[pl.BlockSpec(memory_space=pltpu.VMEM)],
+                          out_specs=pl.BlockSpec(memory_space=pltpu.VMEM),
+                          scratch_shapes=[pltpu.SemaphoreType.REGULAR],
+                          interpret=pltpu.InterpretParams())(b)
+
+
+def test_the_watchdog_fails_a_kernel_that_never_returns(checked):
+    """A kernel that waits for ever fails its test at the watchdog's bound (its interpreted
+    devices made to raise), and the next interpreted call runs as ever."""
+    n = 2
+    x = exact_inputs(n, (1, 4), jnp.float32)
+    with pytest.raises(pytest.fail.Exception, match="ran past 2 s"):
+        with watchdog(2, "a kernel that never returns"):
+            jax.block_until_ready(per_rank(_never_returns, n, check_vma=False)(x))
+    got = checked(per_rank(lambda b: jaxcoll.allreduce(b, AXIS, algorithm="ring",
+                                                       executor=CHECKED), n), x)
+    assert_same(got, per_rank(lambda b: jax.lax.psum(b, AXIS), n)(x))
 
 
 def test_large_buffers_run_in_tiles(checked):

@@ -17,6 +17,7 @@ import numpy as np
 from jax import lax
 from jax._src import config as _config  # check_vma's state while tracing
 from jax._src import core as _core  # the axis names bound (error messages)
+from jax._src import dispatch as _dispatch  # effects' tokens: no public way to drop a failed one
 from jax._src import distributed as _distributed  # the client has no public barrier
 from jax._src import effects as _effects  # which effects are ordered
 from jax._src.lax import lax as _lax_internal  # weak types: no public way to set one
@@ -271,3 +272,41 @@ def interpreter_races_found() -> bool:
     """True if the race detector of Pallas's TPU interpret mode found a race in the kernels
     interpreted since its state was last reset (no public name)."""
     return bool(_interpreter.races and _interpreter.races.races_found)
+
+
+def interpreter_abort(error: Exception) -> bool:
+    """Fail the kernels Pallas's TPU interpret mode is running now with ``error`` (no public
+    way): each simulated device raises at its next semaphore wait, barrier or callback, so a
+    kernel that would wait for ever ends and the call waiting on it raises (a watchdog's
+    remedy, tests/helpers.py). False if no kernel is being interpreted.
+
+    Its barriers are broken too: a device that failed leaves the program, so its peers would
+    wait for it for ever at the barrier that ends a kernel (where the failed devices meet).
+    The interpreter's state is then unusable until ``reset_tpu_interpret_mode_state()``."""
+    memory = getattr(_interpreter, "_shared_memory", None)
+    if memory is None or not hasattr(memory, "set_failed"):
+        return False
+    memory.set_failed(error, top_level=False)  # top level: would wait for every device
+    if hasattr(memory, "clean_up_barrier"):
+        memory.clean_up_barrier.abort()
+    return True
+
+
+def effects_settled() -> None:
+    """Wait for the side effects of every program dispatched from this thread, then forget
+    their tokens, also where one failed: ``jax.effects_barrier()`` raises on a failed one and
+    keeps it, and every later program with ordered effects (an interpreted kernel) then fails
+    on it."""
+    tokens = _dispatch.runtime_tokens
+    if not hasattr(tokens, "current_tokens"):  # another layout: at least wait for them
+        try:
+            jax.effects_barrier()
+        except jax.errors.JaxRuntimeError:
+            pass
+        return
+    for token in (*tokens.current_tokens.values(), *tokens.output_runtime_tokens.values()):
+        try:
+            token.block_until_ready()
+        except jax.errors.JaxRuntimeError:  # its failure was reported where it was waited on
+            pass
+    tokens.clear()

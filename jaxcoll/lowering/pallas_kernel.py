@@ -21,8 +21,11 @@ kernel, for every segment (a ``fori_loop`` over its rounds) and every round:
    matchings' order, as the XLA executor writes them.
 
 A barrier at the start (every rank of a group signals every other's barrier semaphore) makes
-sure no DMA reaches a rank before its kernel runs. Off TPU the kernel runs in Pallas TPU
-interpret mode, which simulates the DMAs and semaphores on CPU; with
+sure no DMA reaches a rank before its kernel runs. Every rank of the axis runs the kernel;
+with ``axis_index_groups`` of different sizes each size's groups have a kernel of their own,
+which a rank in none of them sits out (it neither signals nor waits). A complex buffer runs
+as its real and imaginary parts side by side (:func:`_real_view`). Off TPU the kernel runs in
+Pallas TPU interpret mode, which simulates the DMAs and semaphores on CPU; with
 ``InterpretParams(detect_races=True, dma_execution_mode="eager")`` it also checks that the
 handshakes above leave no race.
 """
@@ -111,15 +114,21 @@ def _partners(perm, n_ranks: int) -> np.ndarray:
 
 
 def _program(segments: tuple[Segment, ...], plan: AxisPlan, me):
-    """This rank's program as one int32 vector: ``[me, my group's members along the axis
-    (n_ranks), per segment and matching: peers, send ids, receive ids, NaN order]``, and each
-    matching's :class:`_Slot` in it; the ids read from the plan's compact forms as the XLA
-    executor reads them."""
+    """This rank's program as one int32 vector: ``[me, 1 if I am in one of the plan's groups
+    else 0, my group's members along the axis (n_ranks), per segment and matching: peers, send
+    ids, receive ids, NaN order]``, and each matching's :class:`_Slot` in it; the ids read from
+    the plan's compact forms as the XLA executor reads them.
+
+    With ``axis_index_groups`` of different sizes, each size's groups run a kernel of their own
+    (collectives.py) that every rank of the axis enters: a rank in none of its groups is not
+    active and sits that kernel out (its members and ids are group 0's, never read)."""
     groups = np.asarray(plan.groups or (tuple(range(plan.n_ranks)),), np.int32)
     group_of = np.zeros(plan.axis_ranks, np.int32)  # axis rank -> its group's index
+    active = np.zeros(plan.axis_ranks, np.int32)  # axis rank -> 1 if in one of the groups
     for g, group in enumerate(groups):
-        group_of[group] = g
-    members = jnp.asarray(groups)[jnp.asarray(group_of)[lax.axis_index(plan.axes)]]
+        group_of[group], active[group] = g, 1
+    rank = lax.axis_index(plan.axes)
+    members = jnp.asarray(groups)[jnp.asarray(group_of)[rank]]
     pieces, slots, offset = [], [], 0
 
     def add(piece):
@@ -128,7 +137,7 @@ def _program(segments: tuple[Segment, ...], plan: AxisPlan, me):
         offset += pieces[-1].shape[0]
         return offset - pieces[-1].shape[0]
 
-    add(me), add(members)  # at _ME and _GROUP
+    add(me), add(jnp.asarray(active)[rank]), add(members)  # at _ME, _ACTIVE, _GROUP
     for segment in segments:
         steps = jnp.arange(segment.n_steps)
         row = []
@@ -147,7 +156,8 @@ def _program(segments: tuple[Segment, ...], plan: AxisPlan, me):
 # gave no result in 200 s): interpreted kernels run on column tiles of at most this many bytes
 INTERPRET_BYTES = 64 * 1024
 
-_ME, _GROUP = 0, 1  # where the program holds this rank's number and its group's members
+# where the program holds this rank's number, whether it is active, and its group's members
+_ME, _ACTIVE, _GROUP = 0, 1, 2
 
 
 @dataclass(frozen=True)
@@ -180,6 +190,9 @@ def run(segments: tuple[Segment, ...], buf, plan: AxisPlan, combine: Combine, me
         raise ValueError("jaxcoll: executor='pallas' runs inside jax.shard_map (remote DMAs "
                          "between devices), not under vmap with an axis_name; use "
                          "executor='xla' there")
+    if jnp.issubdtype(buf.dtype, jnp.complexfloating):
+        return _complex_view(run(segments, _real_view(buf), plan, combine, me, executor),
+                             buf.dtype)
     program, slots = _program(segments, plan, me)
     n_matchings = max(len(s.matchings) for s in segments)
     max_moved = max(m.n_moved for s in segments for m in s.matchings)
@@ -193,9 +206,12 @@ def run(segments: tuple[Segment, ...], buf, plan: AxisPlan, combine: Combine, me
     def kernel(program_ref, buf_in, buf_ref, *scratch):
         refs = _Refs(program_ref, buf_ref, *scratch, axes=plan.axes)
         buf_ref[...] = buf_in[...]
-        _barrier(refs, plan.n_ranks)
-        for segment, row in zip(segments, slots):
-            _run_segment(segment, row, refs, partial(reduced, combine), executor.drop)
+
+        @pl.when(program_ref[_ACTIVE] != 0)  # a rank in none of the plan's groups: as it was
+        def _():
+            _barrier(refs, plan.n_ranks)
+            for segment, row in zip(segments, slots):
+                _run_segment(segment, row, refs, partial(reduced, combine), executor.drop)
 
     def one_kernel(tile):  # (buffer_chunks, tile_width): columns are independent
         return pl.pallas_call(
@@ -216,6 +232,21 @@ def run(segments: tuple[Segment, ...], buf, plan: AxisPlan, combine: Combine, me
         )(program, tile)
     tiles = [one_kernel(buf[:, start:start + width]) for start in range(0, buf.shape[1], width)]
     return tiles[0] if len(tiles) == 1 else jnp.concatenate(tiles, axis=1)
+
+
+def _real_view(buf):
+    """A complex (rows, width) buffer as its real (rows, 2 * width) parts, each value's real
+    and imaginary parts side by side: jax 0.10.2's interpreter fails on complex kernel buffers
+    (it fills them with NaN, which it has no complex form of; Mosaic's TPU kernels take no
+    complex type either), and every schedule moves and sums columns independently (a complex
+    sum is two real ones)."""
+    return jnp.stack([jnp.real(buf), jnp.imag(buf)], axis=-1).reshape(buf.shape[0], -1)
+
+
+def _complex_view(real, dtype):
+    """:func:`_real_view` undone: the (rows, 2 * width) real parts as (rows, width) ``dtype``."""
+    pairs = real.reshape(real.shape[0], -1, 2)
+    return lax.complex(pairs[..., 0], pairs[..., 1]).astype(dtype)
 
 
 def _barrier(refs: _Refs, n_ranks: int):
