@@ -59,8 +59,8 @@ def test_rounds_are_as_early_as_the_data_allow():
     """The all-pairs file's local threadblock adds chunk by chunk in order, but no chunk waits
     for another: one round of sends, one of the fused adds, except that the parser ends a
     chain of re at the threadblock's 16th re (chunk 5's first add at n = 4: the other two
-    chain again, in a round of their own after it); the fused ring's rrs forwards in the round after it
-    receives, after a local copy of X where R op X is formed."""
+    chain again, in a round of their own after it); the fused ring's rrs forwards in the
+    round after it receives, after a local copy of X where R op X is formed."""
     pairs = msccl.load(FILES["all-pairs 4"][0])
     assert pairs.n_rounds == 3 and all(t.src == t.dst for t in pairs.rounds[1])
     assert {(t.chunks, t.into) for t in pairs.rounds[2]} == {((21,), (5,)), ((29,), (5,))}
@@ -134,8 +134,8 @@ def _nop_inside_a_chain(chained: bool = True) -> str:
 def test_a_nops_wait_before_a_chained_re_goes_past_it():
     """The parser hands a nop's wait before an re it chains to the next step it does not
     chain (here none: the wait is dropped), so the chained re reads s[1] while the receive
-    may still write it (or not yet have written it): both readings find the race. Carried by the re itself, the wait
-    holds and the file loads."""
+    may still write it (or not yet have written it): both readings find the race. Carried
+    by the re itself, the wait holds and the file loads."""
     with pytest.raises(msccl.MscclError, match=r"a race on gpu 0's s\[1\].*step 3 \(re\)"):
         msccl.load(_nop_inside_a_chain())
     for seed in range(4):  # the receive's write races the re's read, or comes after it

@@ -139,9 +139,11 @@ class Step:
     depid: int
     deps: int
     hasdep: int
-    waits: list = field(default_factory=list)  # (tb, step) pairs: its own and its nops'
     written_cnt: int = -1  # cnt as the file writes it; ``cnt`` is what the kernel runs
     chain: list = field(default_factory=list)  # an re: the re steps fused with it, in order
+    waiting: list = field(default_factory=list)  # steps (its nops, itself) with a depid
+    waits: list = field(default_factory=list)  # the steps whose flags end those waits
+    flag: int = -1  # what the kernel publishes when it ends a transmission (:func:`_flags`)
 
     def where(self) -> str:
         return f"gpu {self.gpu}, threadblock {self.tb}, step {self.index}"
@@ -354,7 +356,7 @@ def _chain_reductions(tb: Threadblock) -> None:
             chain = None
             continue
         key = (step.dstbuf, step.dstoff, step.srcbuf)
-        if chain is not None and chain[0] == key and step.depid < 0:
+        if chain is not None and chain[0] == key and step.depid == -1:
             chain[1].append(step)
         else:
             chain = (key, [step])
@@ -509,15 +511,15 @@ def _check_waits(program: Program) -> None:
     for gpu in program.gpus.values():
         for tb in gpu["tbs"].values():
             for step in tb.steps:
-                step.waits = [_releasing(gpu["tbs"], waiting)
-                              for waiting in getattr(step, "waiting", ())]
+                step.waits = [_releasing(gpu["tbs"], waiting) for waiting in step.waiting]
 
 
 def _flags(tb: Threadblock) -> None:
-    """``step.flag``: what the kernel publishes when a transmission ends (its last step's):
-    its step counter, advanced by a transmission's dependencies but one and by a chain's
-    steps but one, so the file's step position wherever each nop's wait goes to the step after
-    it, less where a nop's wait was handed past a chained ``re``."""
+    """``step.flag`` of the last step of each transmission: what the kernel publishes when it
+    ends, its step counter, which a transmission advances by its dependencies but one (one per
+    nop) and a chain by its steps but one. That is the step's position in the file wherever
+    each nop's wait lands on the step right after it, and falls behind it where a nop's wait
+    is handed past a chained ``re``."""
     counter = 0
     for step in tb.steps:
         if step.type == "nop" or step.continues_chain:
@@ -531,7 +533,7 @@ def _releasing(tbs: dict, step: Step) -> Step:
     """The step whose flag ends ``step``'s wait: the first of threadblock ``depid`` that ends
     a transmission with ``hasdep=1`` and publishes at or past ``deps``."""
     releasing = next((s for s in tbs[step.depid].steps
-                      if s.hasdep and getattr(s, "flag", -1) >= step.deps), None)
+                      if s.hasdep and s.flag >= step.deps), None)
     if releasing is None:
         raise MscclError(f"msccl: {step.where()}: waits for step {step.deps} of threadblock "
                          f"{step.depid}, but no step of it at or after that one signals "
