@@ -50,7 +50,7 @@ MISTAKES = [  # (argv with {placeholders}, what the one line says, hide matplotl
     (["draw", "{folder}", "-o", "{html}"], "folder.xml is a folder, not a file", False),
     (["msccl", "{missing}"], "nope.xml: no such file", False),
     (["msccl", "{folder}"], "folder.xml is a folder, not a file", False),
-    (["msccl"], "the following arguments are required: files", False),
+    (["msccl"], "the following arguments are required: FILE", False),
     (["msccl", "{good}", "--size", "1Q"], "argument --size: '1Q' is not a size", False),
     (["msccl", "{good}", "--size", "-5"], "argument --size: '-5' is not a size", False),
     (["msccl", "{good}", "--topology", "nope"], "argument --topology: invalid choice", False),

@@ -25,7 +25,6 @@ from jaxcoll.ir.schedules import ScheduleError
 from jaxcoll.ir.symbolic import verify
 from jaxcoll.tools import bench, launch, pictures
 from jaxcoll.tools import calibration_cache as cache
-from jaxcoll.tools import distributed
 from jaxcoll.tools.auto import calibration
 from jaxcoll.tools.bench import ops_arg
 from jaxcoll.tools.check import HEADER, cases, format_row, iter_checks
@@ -52,11 +51,14 @@ def draw_main(argv) -> int:
                     "(.png and .gif need matplotlib: pip install 'jaxcoll[viz]'; .html, a page "
                     "that steps through the rounds, needs nothing).")
     parser.add_argument("primitive", help="a primitive, or an MSCCL .xml file to draw")
-    parser.add_argument("algorithm", nargs="?")
+    parser.add_argument("algorithm", nargs="?",
+                        help="an algorithm of the primitive (python -c 'import jaxcoll; "
+                             "print(jaxcoll.algorithms(\"allreduce\"))' lists them)")
     parser.add_argument("--n", type=_ranks_or_levels, default=4,
                         help="rank count (default 4); for hierarchical the levels' sizes, "
                              "outermost first: 2,4 or 2,2,2")
-    parser.add_argument("--root", type=int, default=0)
+    parser.add_argument("--root", type=int, default=0,
+                        help="the root of a rooted collective (default 0)")
     parser.add_argument("--pieces", type=int, default=1, help="pipeline pieces (trees)")
     parser.add_argument("--calibration", choices=("cpu", "gloo", "gpu"), default=None,
                         help=".html: price each round with this calibration (jaxcoll.calibration"
@@ -117,7 +119,9 @@ def msccl_main(argv) -> int:
                     "whether it verifies, its gap to jaxcoll.bounds, and its time on a "
                     "topology (jaxcoll.simulate, every transfer of a round at once). Exit "
                     "status 1 if any file is refused or does not verify.")
-    parser.add_argument("files", nargs="+")
+    parser.add_argument("files", nargs="+", metavar="FILE",
+                        help="MSCCL XML algorithm files (RCCL's tools/msccl-algorithms/, "
+                             "msccl-tools' output, jaxcoll.msccl.dump's)")
     parser.add_argument("--size", default="1M", type=size_arg,
                         help="bytes per rank, as nccl-tests counts them (default 1M)")
     parser.add_argument("--topology", default="mi300x",
