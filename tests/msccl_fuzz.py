@@ -1,5 +1,5 @@
 """Seeded random MSCCL XML allreduce programs, for a differential fuzzer of jaxcoll's loader
-(jaxcoll/ir/msccl.py) against the independent checker (tests/msccl_checker.py).
+(jaxcoll/ir/msccl/) against the independent checker (tests/msccl_checker.py).
 
 ``program(seed)`` writes one file in the runtimes' format, as tests/msccl_fixtures.py writes
 them (one element a line, every attribute on every element). Its first line is a comment that

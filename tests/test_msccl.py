@@ -1,4 +1,4 @@
-"""MSCCL's XML in and out (jaxcoll/ir/msccl.py): the shapes of RCCL's library, written by our own
+"""MSCCL's XML in and out (jaxcoll/ir/msccl/): the shapes of RCCL's library, written by our own
 generators (tests/msccl_fixtures.py), load, verify and run equal to lax; every registered
 schedule's dump runs right under an independent reading of the runtimes' rules
 (tests/msccl_checker.py) and loads back to the same transfers; files the runtimes would refuse
@@ -17,6 +17,7 @@ import msccl_checker
 import msccl_fixtures as fixtures
 from helpers import AXIS, assert_same, exact_inputs, mesh
 from jaxcoll.ir import msccl
+from jaxcoll.ir.msccl import dumping
 from jaxcoll.tools.check import SCATTERING, call_collective
 from jaxcoll.ir.families import SCHEDULES, build_schedule
 from msccl_fixtures import step, two_gpus
@@ -260,10 +261,10 @@ def test_two_adds_into_one_chunk_in_a_round_commute():
 def test_a_chain_that_reads_what_it_writes_is_ended():
     """Chained re steps read every X before they write Y: where one's X is the chain's Y, one
     after the other is another sum, so dump ends the chain there."""
-    a, b, c = (msccl._Action(0, ("local", -1), "re", ("s", at), ("s", 4), 2) for at in (0, 2, 5))
+    a, b, c = (dumping._Action(0, ("local", -1), "re", ("s", at), ("s", 4), 2) for at in (0, 2, 5))
     for action in (a, b, c):
         action.deps = []
-    msccl._break_chains([a, b, c])
+    dumping._break_chains([a, b, c])
     assert (a.signals, b.signals) == (False, True)  # a and b chain; c reads s[5] of their Y
 
 
