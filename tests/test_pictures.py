@@ -54,16 +54,27 @@ def test_drawing_leaves_matplotlibs_backend_alone(tmp_path, monkeypatch):
     assert (tmp_path / "sweep.png").stat().st_size > 0
 
 
+def test_the_names_that_moved_out_of_pictures_are_still_read_there():
+    """The stored notebooks and older code call jaxcoll.tools.pictures.html, .over_sizes, ...:
+    the same objects as the modules they moved to (page, figures, palette)."""
+    from jaxcoll.tools import figures, page, palette, pictures
+
+    moved = {page: ("html", "Page", "holding_text", "transfer_text", "phases"),
+             figures: ("Picture", "relations", "over_sizes", "step_by_step"),
+             palette: ("MUTED", "EMPTY", "chunk_labels", "size_label")}
+    assert [f"{module.__name__}.{name}" for module, names in moved.items() for name in names
+            if getattr(pictures, name, None) is not getattr(module, name)] == []
+
 def test_rank_colours_are_tols_muted_then_matplotlibs_tab20():
     """Written out for the HTML page (which needs no matplotlib); draw uses the same: Paul
     Tol's colour-blind-safe muted scheme up to 9 ranks, as published, then tab20."""
     from matplotlib import colormaps
     from matplotlib.colors import to_hex
 
-    from jaxcoll.tools.pictures import _rank_colours
+    from jaxcoll.tools.palette import rank_colours
 
     muted = ["#cc6677", "#332288", "#ddcc77", "#117733", "#88ccee", "#882255", "#44aa99",
              "#999933", "#aa4499"]
-    assert _rank_colours(9) == muted and _rank_colours(4) == muted[:4]
+    assert rank_colours(9) == muted and rank_colours(4) == muted[:4]
     cmap = colormaps["tab20"]
-    assert _rank_colours(25) == [to_hex(cmap(i % cmap.N)) for i in range(25)]
+    assert rank_colours(25) == [to_hex(cmap(i % cmap.N)) for i in range(25)]

@@ -25,7 +25,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 import jaxcoll
 from jaxcoll.analysis.model import schedule_for
-from jaxcoll.tools.pictures import size_label  # noqa: F401 (the notebooks' size labels)
+from jaxcoll.tools.palette import size_label  # noqa: F401 (the notebooks' size labels)
 from jaxcoll.tools.timing import time_alternating
 
 AXIS = "i"

@@ -87,7 +87,7 @@ from jaxcoll.lowering._checks import check_op_dtype
 from jaxcoll.tools.check import ROOTED, call_collective, two_level_mesh
 from jaxcoll.tools.console import Parser, Progress, format_size, parse_size, start_jax, writable
 from jaxcoll.tools.distributed import gather, local_blocks
-from jaxcoll.tools.pictures import MUTED
+from jaxcoll.tools.palette import MUTED
 from jaxcoll.tools.timing import (  # noqa: F401 (API)
     on_mesh,
     program,
