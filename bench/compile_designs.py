@@ -7,7 +7,7 @@ out five ways, beside ``lax.pmean`` and ``jaxcoll.allreduce(algorithm="ring")``.
 The designs (the same ring, 2(n - 1) rounds in two ``fori_loop``s, only the layout differs):
 
 - ``packed``: the leaves concatenated into one buffer, cut back by static slices at the end
-  (what jaxcoll did before ``collectives._columns``);
+  (what jaxcoll did before ``_columns``, now in jaxcoll/packing.py);
 - ``leaves``: each leaf its own (n, c) buffer in the loops' state; one ppermute per round
   carries every leaf's chunk (concatenated; cut by static slices inside the loop body);
 - ``each``: each leaf its own buffer and its own ppermute per round (148 per round);

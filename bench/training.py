@@ -132,7 +132,7 @@ def bucketing(mesh, iters: int) -> None:
 def _modelled(nbytes: list[int], n: int, backend: str) -> None:
     """The α-β-γ model's time for the ring on these leaves, per leaf and in buckets."""
     import jaxcoll
-    from jaxcoll.collectives import bucket_plan
+    from jaxcoll.packing import bucket_plan
 
     fit = jaxcoll.calibration(backend)
     ring = jaxcoll.schedule("allreduce", "ring", n)

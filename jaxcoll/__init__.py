@@ -3,7 +3,7 @@
 The package in layers, each importing only those before it (tests/test_layers.py holds them to
 it): ``ir`` (schedules and what they must do), ``analysis`` (their costs on paper, no JAX),
 ``lowering`` (schedules run as JAX programs), the public API here at the top (``collectives``,
-``lax``, ``ragged``, ``overlap``), ``tools`` (what measures, checks, draws and runs commands).
+``packing``, ``sharded``, ``lax``, ``ragged``, ``overlap``), ``tools`` (what measures, checks, draws and runs commands).
 This module gathers the public names.
 """
 

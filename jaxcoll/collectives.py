@@ -1,23 +1,13 @@
-"""The public collectives: validate the arguments, pack the pytree, pick a schedule, bind it.
+"""The public collectives: validate the arguments, pick a schedule, run it, bind it.
 
 Every function is called inside ``jax.shard_map`` (or ``jax.vmap`` with ``axis_name``), like
 the ``lax`` collectives it matches. Costs are given in the α-β-γ model for N bytes per rank on
 n ranks: α per message round, β per byte sent, γ per byte reduced.
 
-A pytree is packed into buckets (``bucket_bytes``, default 25 MiB like PyTorch DDP): whole
-leaves of one dtype side by side, in tree order, one collective per bucket; a leaf larger than
-a bucket gets a bucket of its own (leaves are never split, as in DDP and Horovod).
-
-Each bucket is one JAX primitive (primitives.py) on a (rows, width) buffer, each leaf laid out
-by its ``layout.Layout``:
-
-- allreduce, broadcast, reduce: the whole flattened ``x`` is one row, (1, size).
-- reduce_scatter, scatter, alltoall: ``x`` cut into n blocks along ``dim``, block i in row i,
-  (n, size/n).
-- allgather, gather: this rank's ``x``, (1, size); the result has n rows, rank i's in row i.
-
-A bucket of one leaf (one array) is bound as it is and packed inside the primitive's lowering:
-one equation per call in the jaxpr, as lax's.
+Here: the argument checks (``_arguments``, ``_check_schedule``, ``_compressed``, ...), the
+runner of one schedule per group size (``_runner``) and the public functions. A pytree's
+leaves are packed into buckets, one collective each, by packing.py; a leaf sharded over mesh
+axes outside the collective runs on its local shards by sharded.py.
 
 ``algorithm="xla"`` runs the ``lax`` built-in instead, one per leaf (references.py).
 
@@ -28,13 +18,11 @@ from their sizes.
 from __future__ import annotations
 
 import functools
-from typing import Callable
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
-from jax.sharding import PartitionSpec as P
 
 from jaxcoll.analysis.compression import Compress, compress_arg
 from jaxcoll.analysis.model import choose, pieces_for
@@ -59,6 +47,9 @@ from jaxcoll.lowering.execute import in_sequence
 from jaxcoll.lowering.layout import Layout
 from jaxcoll.lowering.pallas_kernel import as_executor
 from jaxcoll.lowering.primitives import collective
+from jaxcoll.packing import bucket_plan  # noqa: F401 (re-exported: tutorials/06 imports it)
+from jaxcoll.packing import mean, narrowed, packed, typed_as_lax, whole, widened
+from jaxcoll.sharded import sharded_dims_local
 
 OPS = ("sum", "mean", "max", "min")
 BUCKET_BYTES = 25 * 2**20  # PyTorch DDP's default bucket_cap_mb
@@ -186,134 +177,6 @@ def _several_vmap_axes(axis) -> bool:
         _compat.manual_mesh_axes())
 
 
-def _widened(primitive: str, leaves: list, accum_dtype) -> list:
-    """``leaves`` cast to ``accum_dtype`` (None: as they are), which must hold every value of
-    every leaf exactly (``np.can_cast(leaf.dtype, accum_dtype, "safe")``)."""
-    if accum_dtype is None:
-        return leaves
-    try:
-        accum = np.dtype(accum_dtype)
-    except TypeError:
-        accum = None
-    if accum is None or not jnp.issubdtype(accum, jnp.number):
-        raise TypeError(f"jaxcoll.{primitive}: accum_dtype={accum_dtype!r} is not a numeric "
-                        "dtype; pass one such as jnp.float32, or None to reduce in the "
-                        "leaves' own dtype")
-    if jax.dtypes.canonicalize_dtype(accum) != accum:
-        raise ValueError(f"jaxcoll.{primitive}: accum_dtype={accum} needs "
-                         "jax.config.update('jax_enable_x64', True)")
-    for leaf in leaves:
-        if not np.can_cast(leaf.dtype, accum, "safe"):
-            raise TypeError(f"jaxcoll.{primitive}: accum_dtype={accum} is narrower than a "
-                            f"leaf of dtype {leaf.dtype}; it must hold every value of every "
-                            f"leaf (e.g. float32 for bfloat16 or float16), or be None")
-    return [leaf.astype(accum) for leaf in leaves]
-
-
-def _narrowed(values: list, leaves: list) -> list:
-    """Each value cast back to its leaf's dtype (nothing where ``accum_dtype`` was None)."""
-    return [value if value.dtype == leaf.dtype else value.astype(leaf.dtype)
-            for value, leaf in zip(values, leaves)]
-
-
-def _typed_as_lax(values: list, leaves: list, axis, reference: Callable) -> list:
-    """Each value weakly typed where the lax built-in's result of its leaf is (``reference``,
-    references.py's call of it): a weak leaf's result is weak through all_gather and
-    psum_scatter, never through all_to_all, and through psum, pmax and pmin as check_vma and
-    the version of JAX have it. lax's own rule says, by ``jax.eval_shape`` (nothing runs):
-    inside shard_map, where the rule depends on the context; under vmap lax keeps a weak type,
-    as jaxcoll does (eval_shape there does not see the vmapped value's weak type)."""
-    if not any(map(_compat.weak_type, leaves)) or not _compat.axis_plan(axis).in_mesh:
-        return values
-    return [_compat.with_weak_type(value, weak) if weak != _compat.weak_type(value) else value
-            for value, weak in ((value, _compat.weak_type(leaf) and jax.eval_shape(
-                reference, leaf).weak_type) for value, leaf in zip(values, leaves))]
-
-
-def _whole(leaves: list, n: int) -> list[Layout]:
-    """Each leaf flat in one row (allreduce, broadcast, reduce)."""
-    return [Layout("whole", n)] * len(leaves)
-
-
-def _mean(values: list, op: str, n: int) -> list:
-    return [v / n for v in values] if op == "mean" else values
-
-
-# ----------------------------------------------------------------------------- packing
-
-def bucket_plan(nbytes: list[int], bucket_bytes: int | None) -> list[list[int]]:
-    """Consecutive indices of leaves of ``nbytes`` bytes grouped into buckets: whole leaves, in
-    order, while a bucket stays within ``bucket_bytes``; a bigger leaf gets a bucket of its
-    own; ``None``: one bucket."""
-    buckets: list[list[int]] = []
-    filled = 0
-    for i, size in enumerate(nbytes):
-        if buckets and (bucket_bytes is None or filled + size <= bucket_bytes):
-            buckets[-1].append(i)
-            filled += size
-        else:
-            buckets.append([i])
-            filled = size
-    return buckets
-
-
-def _packed(leaves: list, layouts: list[Layout], run: Callable, bucket_bytes: int | None,
-            whole_leaves: bool = True) -> list:
-    """Run one collective per bucket (``bucket_plan`` of each dtype's leaves) on its leaves
-    packed side by side.
-
-    Each leaf is a (rows, width) matrix by its layout (layout.Layout), equal ``rows`` for
-    every leaf; a bucket's matrices are concatenated along the width into one buffer and
-    ``run(buffer)`` maps it to a (rows', bucket width) result whose columns are split back
-    into result leaves. A bucket of one leaf is given to ``run(leaf, layout)`` as it is
-    (``whole_leaves``): the primitive packs it in its lowering, so a call on one array is one
-    equation of the jaxpr, as lax's are. Buckets run one after another where jaxlib needs it.
-    """
-    groups = [[i for i, leaf in enumerate(leaves) if leaf.dtype == dtype]
-              for dtype in dict.fromkeys(leaf.dtype for leaf in leaves)]
-    buckets = [[group[j] for j in bucket] for group in groups for bucket in bucket_plan(
-        [leaves[i].size * leaves[i].dtype.itemsize for i in group], bucket_bytes)]
-    out = [None] * len(leaves)
-    alone = [whole_leaves and len(bucket) == 1 for bucket in buckets]
-    pieces = [[] if one else [layouts[i].to_rows(leaves[i]) for i in bucket]
-              for bucket, one in zip(buckets, alone)]
-    inputs = [leaves[bucket[0]] if one else jnp.concatenate(bucket_pieces, axis=1)
-              for bucket, one, bucket_pieces in zip(buckets, alone, pieces)]
-    results = in_sequence(lambda buf, bucket, one: run(buf, layouts[bucket[0]]) if one
-                          else run(buf), inputs, buckets, alone)
-    for bucket, one, bucket_pieces, result in zip(buckets, alone, pieces, results):
-        if one:  # the primitive gave the result leaf
-            out[bucket[0]] = result
-            continue
-        widths = [piece.shape[1] for piece in bucket_pieces]  # result: (rows', sum(widths))
-        outputs = result if isinstance(result, tuple) else (result,)  # several: a tuple each
-        split = [_columns(r, tuple(widths)) for r in outputs]
-        for k, i in enumerate(bucket):
-            values = tuple(layouts[i].from_rows(parts[k], leaves[i].shape) for parts in split)
-            out[i] = values if isinstance(result, tuple) else values[0]
-    return out
-
-
-@functools.partial(jax.custom_jvp, nondiff_argnums=(1,))
-def _columns(buf, widths: tuple[int, ...]) -> list:
-    """``buf``'s (rows, sum(widths)) columns cut into pieces ``widths`` wide, each a dynamic
-    slice whose start passes an optimization barrier. XLA's CPU compiler compiles one kernel
-    per distinct fusion: static slices make each piece's consumer (an optimizer's update of a
-    leaf) a kernel of its own; so cut, jaxlib 0.12 compiles the consumers of pieces of one shape
-    as one kernel (jaxlib 0.10 still one per piece; bench/RESULTS.md, "Whole-step compile").
-    The tangent is cut by static slices (their transpose is a concatenation)."""
-    starts = lax.optimization_barrier(tuple(
-        jnp.asarray(start, jnp.int32) for start in np.cumsum((0, *widths[:-1]))))
-    return [lax.dynamic_slice_in_dim(buf, start, width, axis=1)
-            for start, width in zip(starts, widths)]
-
-
-@_columns.defjvp
-def _columns_jvp(widths, primals, tangents):
-    (buf,), (tangent,) = primals, tangents
-    return _columns(buf, widths), jnp.split(tangent, np.cumsum(widths)[:-1], axis=1)
-
-
 def _group_size(axis, groups):
     """This rank's group's size (traced), where the groups' sizes differ."""
     sizes = np.zeros(sum(map(len, groups)), np.int32)
@@ -325,11 +188,12 @@ def _group_size(axis, groups):
 def _runner(primitive: str, algorithm: str, n, axis, op: str = "sum", root: int = 0,
             compress: Compress | None = None, feedback: bool = False, groups=None,
             to: str = "varying", executor="xla"):
-    """``run(buf)`` for ``_packed``: the schedule run as one primitive (primitives.py); ``auto``
-    picks the one the cost model predicts fastest for this buffer (and, compressed, among those
-    with the smallest error bounds), at trace time. Groups of different sizes (allreduce):
-    the groups of each size run their schedule together, and each rank keeps its own group's
-    result. ``executor``: ``"xla"`` or ``"pallas"`` (pallas_kernel.py), the same plan run."""
+    """``run(buf)`` for ``packing.packed``: the schedule run as one primitive (primitives.py);
+    ``auto`` picks the one the cost model predicts fastest for this buffer (and, compressed,
+    among those with the smallest error bounds), at trace time. Groups of different sizes
+    (allreduce): the groups of each size run their schedule together, and each rank keeps its
+    own group's result. ``executor``: ``"xla"`` or ``"pallas"`` (pallas_kernel.py), the same
+    plan run."""
     executor = as_executor(executor)
     if executor != "xla" and compress is not None:
         raise ValueError(f"jaxcoll.{primitive}: compress={compress.kind!r} runs on "
@@ -388,81 +252,17 @@ def _compressed(primitive: str, compress, algorithm: str, leaves: list, op: str 
     return compress, [leaf.astype(jnp.float32) for leaf in leaves]
 
 
-# ----------------------------------------------------------------------------- sharded leaves
-
-def _sharded_dims_local(primitive: str):
-    """Run the collective on each device's local shards where a leaf of ``x`` is sharded in its
-    type over mesh axes outside the collective (Explicit axes that a shard_map over some axes
-    leaves global): a shard_map over those axes, the result's specs derived from the input's.
-    ``axis`` takes lax's forms: a list is the tuple of its names, and the empty tuple (no axis
-    at all) returns ``x`` as it is, as every lax collective does."""
-    def wrap(collective: Callable) -> Callable:
-        @functools.wraps(collective)
-        def public(x, axis, **kwargs):
-            axis = tuple(axis) if isinstance(axis, list) else axis
-            if axis == ():
-                array_leaves(primitive, x)  # still an array or a pytree of them
-                return x
-            leaves, treedef = jax.tree_util.tree_flatten(x)
-
-            def result_specs(specs):
-                groups = kwargs.get("axis_index_groups")
-                n = len(next(iter(groups))) if groups else axis_size(primitive, axis)
-                return treedef.unflatten([P(*_result_spec(primitive, spec, np.shape(leaf), n,
-                                                          kwargs))
-                                          for spec, leaf in zip(specs, leaves)])
-
-            local = _compat.on_local_shards(lambda t: collective(t, axis, **kwargs), x,
-                                            result_specs)
-            return collective(x, axis, **kwargs) if local is None else local
-        return public
-    return wrap
-
-
-def _result_spec(primitive: str, spec: tuple, shape, n: int, kwargs: dict) -> list:
-    """The sharding spec of the result of ``primitive`` on a leaf of ``shape`` and ``spec``:
-    the same, with the dimension it splits or gathers (which must be whole) removed or added."""
-    spec, tiled = list(spec), kwargs.get("tiled", False)
-
-    def whole(d: int, arg: str) -> int:
-        if spec[d] is not None:
-            raise ValueError(f"jaxcoll.{primitive}: {arg} is sharded over mesh axes {spec[d]} "
-                             f"in x's type (a leaf of shape {tuple(shape)}); the dimension a "
-                             "collective splits or gathers must be whole on every device")
-        return d
-
-    layout = RECORDS[primitive].layout
-    if layout == "scatter":  # reduce_scatter, scatter
-        d = whole(scatter_dim(primitive, shape, kwargs.get("dim", 0), tiled, n), "dim")
-        return spec if tiled else spec[:d] + spec[d + 1:]
-    if layout == "gather":  # allgather, gather
-        d = gather_dim(primitive, shape, kwargs.get("dim", 0), tiled)
-        if tiled:
-            whole(d, "dim")
-            return spec
-        return spec[:d] + [None] + spec[d:]
-    if layout == "exchange":  # alltoall
-        split, concat = alltoall_dims(shape, kwargs["split_dim"], kwargs["concat_dim"], tiled, n)
-        whole(split, "split_dim")
-        if tiled:
-            whole(concat, "concat_dim")
-            return spec
-        kept = spec[:split] + spec[split + 1:]
-        return kept[:concat] + [None] + kept[concat:]
-    return spec  # allreduce, broadcast, reduce: the leaf's shape
-
-
 # ----------------------------------------------------------------------------- collectives
 #
-# Every function takes ``bucket_bytes`` (default BUCKET_BYTES = 25 MiB, ``None``: one bucket
-# per dtype): a pytree costs one collective per bucket (see ``bucket_plan``); ``xla`` runs one
-# built-in per leaf and ignores it. The reducing ones take ``accum_dtype``: every leaf is cast
-# to it, reduced (and, for ``mean``, divided) in it, and cast back, ``xla`` included. bfloat16
-# in float32 moves and adds twice the bytes; on 8 ranks of 1M normal bfloat16 values the ring's
-# largest error against the float64 sum falls from 0.119 to 0.031 (mean 0.0073 to 0.0032): one
-# rounding of the result instead of one per hop (``python bench/training.py --parts 2``).
+# Every function takes ``bucket_bytes`` (default BUCKET_BYTES = 25 MiB, ``None``: one bucket per
+# dtype): a pytree costs one collective per bucket (see ``packing.bucket_plan``); ``xla`` runs one
+# built-in per leaf and ignores it. The reducing ones take ``accum_dtype``: every leaf is cast to
+# it, reduced (and, for ``mean``, divided) in it, and cast back, ``xla`` included. bfloat16 in
+# float32 moves and adds twice the bytes; on 8 ranks of 1M normal bfloat16 values the ring's largest
+# error against the float64 sum falls from 0.119 to 0.031 (mean 0.0073 to 0.0032): one rounding of
+# the result instead of one per hop (``python bench/training.py --parts 2``).
 
-@_sharded_dims_local("allreduce")
+@sharded_dims_local("allreduce")
 def allreduce(x, axis, *, op: str = "sum", algorithm: str = "auto",
               bucket_bytes: int | None = BUCKET_BYTES, accum_dtype=None, compress=None,
               axis_index_groups=None, executor="xla"):
@@ -499,17 +299,17 @@ def allreduce(x, axis, *, op: str = "sum", algorithm: str = "auto",
     if op == "sum":  # as psum: bools are summed as int32
         leaves = [leaf.astype(jnp.int32) if leaf.dtype == bool else leaf for leaf in leaves]
     compress, wide = _compressed("allreduce", compress, algorithm, leaves, op, accum_dtype)
-    wide = wide if compress else _widened("allreduce", leaves, accum_dtype)
+    wide = wide if compress else widened("allreduce", leaves, accum_dtype)
     if algorithm == "xla":
-        return treedef.unflatten(_narrowed(in_sequence(
+        return treedef.unflatten(narrowed(in_sequence(
             lambda leaf: references.allreduce(leaf, axis, op, groups), wide), leaves))
-    # pmax and pmin of bools: of 0s and 1s, as uint8 (cast back to bool by _narrowed)
+    # pmax and pmin of bools: of 0s and 1s, as uint8 (cast back to bool by narrowed)
     wide = [leaf.astype(jnp.uint8) if leaf.dtype == bool else leaf for leaf in wide]
     run = _runner("allreduce", algorithm, n, axis, op, compress=compress, groups=groups,
                   executor=executor)
-    out = _mean(_packed(wide, _whole(wide, n), run, bucket_bytes), op, size)
-    return treedef.unflatten(_typed_as_lax(_narrowed(out, leaves), leaves, axis, lambda leaf:
-                                           references.allreduce(leaf, axis, op, groups)))
+    out = mean(packed(wide, whole(wide, n), run, bucket_bytes), op, size)
+    return treedef.unflatten(typed_as_lax(narrowed(out, leaves), leaves, axis, lambda leaf:
+                                          references.allreduce(leaf, axis, op, groups)))
 
 
 def allreduce_with_feedback(x, residual, axis, *, compress, op: str = "mean",
@@ -536,13 +336,13 @@ def allreduce_with_feedback(x, residual, axis, *, compress, op: str = "mean",
     compress, wide = _compressed("allreduce_with_feedback", compress, algorithm, leaves, op)
     corrected = [leaf + r.astype(jnp.float32) for leaf, r in zip(wide, carried)]
     run = _runner("allreduce", algorithm, n, axis, op, compress=compress, feedback=True)
-    pairs = _packed(corrected, _whole(corrected, n), run, bucket_bytes, whole_leaves=False)
-    out = _mean([result for result, _ in pairs], op, n)
-    return (treedef.unflatten(_narrowed(out, leaves)),
+    pairs = packed(corrected, whole(corrected, n), run, bucket_bytes, whole_leaves=False)
+    out = mean([result for result, _ in pairs], op, n)
+    return (treedef.unflatten(narrowed(out, leaves)),
             treedef.unflatten([dropped for _, dropped in pairs]))
 
 
-@_sharded_dims_local("reduce_scatter")
+@sharded_dims_local("reduce_scatter")
 def reduce_scatter(x, axis, *, op: str = "sum", dim: int = 0, tiled: bool = False,
                    algorithm: str = "auto", bucket_bytes: int | None = BUCKET_BYTES,
                    accum_dtype=None, compress=None, axis_index_groups=None, executor="xla"):
@@ -556,22 +356,22 @@ def reduce_scatter(x, axis, *, op: str = "sum", dim: int = 0, tiled: bool = Fals
         executor=executor)
     dims = [scatter_dim("reduce_scatter", leaf.shape, dim, tiled, n) for leaf in leaves]
     compress, wide = _compressed("reduce_scatter", compress, algorithm, leaves, op, accum_dtype)
-    wide = wide if compress else _widened("reduce_scatter", leaves, accum_dtype)
+    wide = wide if compress else widened("reduce_scatter", leaves, accum_dtype)
     if algorithm == "xla":
         out = in_sequence(lambda leaf, d: references.reduce_scatter(
             leaf, axis, op, d, tiled, n, groups), wide, dims)
     else:
         run = _runner("reduce_scatter", algorithm, n, axis, op, compress=compress, groups=groups,
                       executor=executor)
-        out = _mean(_packed(wide, [Layout("scatter", n, d, tiled=tiled) for d in dims], run,
-                            bucket_bytes), op, n)
-        out = _typed_as_lax(out, leaves, axis, lambda leaf: references.reduce_scatter(
+        out = mean(packed(wide, [Layout("scatter", n, d, tiled=tiled) for d in dims], run,
+                          bucket_bytes), op, n)
+        out = typed_as_lax(out, leaves, axis, lambda leaf: references.reduce_scatter(
             leaf, axis, op, scatter_dim("reduce_scatter", leaf.shape, dim, tiled, n), tiled, n,
             groups))
-    return treedef.unflatten(_narrowed(out, leaves))
+    return treedef.unflatten(narrowed(out, leaves))
 
 
-@_sharded_dims_local("allgather")
+@sharded_dims_local("allgather")
 def allgather(x, axis, *, dim: int = 0, tiled: bool = False, algorithm: str = "auto",
               bucket_bytes: int | None = BUCKET_BYTES, compress=None, axis_index_groups=None,
               to: str = "varying", executor="xla"):
@@ -599,14 +399,14 @@ def allgather(x, axis, *, dim: int = 0, tiled: bool = False, algorithm: str = "a
 
     run = _runner("allgather", algorithm, n, axis, compress=compress, groups=groups,
                   to=to, executor=executor)
-    out = _packed(wide, [Layout("gather", n, d, tiled=tiled) for d in dims], run, bucket_bytes)
-    return treedef.unflatten(_typed_as_lax(_narrowed(out, leaves), leaves, axis, lambda leaf:
-                                           references.allgather(leaf, axis, gather_dim(
-                                               "allgather", leaf.shape, dim, tiled), tiled,
-                                               groups, to)))
+    out = packed(wide, [Layout("gather", n, d, tiled=tiled) for d in dims], run, bucket_bytes)
+    return treedef.unflatten(typed_as_lax(narrowed(out, leaves), leaves, axis, lambda leaf:
+                                          references.allgather(leaf, axis, gather_dim(
+                                              "allgather", leaf.shape, dim, tiled), tiled,
+                                              groups, to)))
 
 
-@_sharded_dims_local("alltoall")
+@sharded_dims_local("alltoall")
 def alltoall(x, axis, *, split_dim: int, concat_dim: int, tiled: bool = False,
              algorithm: str = "auto", bucket_bytes: int | None = BUCKET_BYTES,
              axis_index_groups=None, executor="xla"):
@@ -631,9 +431,9 @@ def alltoall(x, axis, *, split_dim: int, concat_dim: int, tiled: bool = False,
             leaf, axis, d, tiled, groups), leaves, dims))
 
     run = _runner("alltoall", algorithm, n, axis, groups=groups, executor=executor)
-    out = _packed(leaves, [Layout("exchange", n, split, concat, tiled) for split, concat in dims],
-                  run, bucket_bytes)
-    return treedef.unflatten(_typed_as_lax(out, leaves, axis, lambda leaf: references.alltoall(
+    out = packed(leaves, [Layout("exchange", n, split, concat, tiled) for split, concat in dims],
+                 run, bucket_bytes)
+    return treedef.unflatten(typed_as_lax(out, leaves, axis, lambda leaf: references.alltoall(
         leaf, axis, alltoall_dims(leaf.shape, split_dim, concat_dim, tiled, n), tiled, groups)))
 
 
@@ -661,7 +461,7 @@ def _alltoall_axis_by_axis(x, axis: tuple, split_dim: int, concat_dim: int, tile
     return treedef.unflatten(out)
 
 
-@_sharded_dims_local("broadcast")
+@sharded_dims_local("broadcast")
 def broadcast(x, axis, *, root: int = 0, algorithm: str = "auto",
               bucket_bytes: int | None = BUCKET_BYTES, axis_index_groups=None,
               executor="xla"):
@@ -679,10 +479,10 @@ def broadcast(x, axis, *, root: int = 0, algorithm: str = "auto",
             lambda leaf: references.broadcast(leaf, axis, root, groups), leaves))
 
     run = _runner("broadcast", algorithm, n, axis, root=root, groups=groups, executor=executor)
-    return treedef.unflatten(_packed(leaves, _whole(leaves, n), run, bucket_bytes))
+    return treedef.unflatten(packed(leaves, whole(leaves, n), run, bucket_bytes))
 
 
-@_sharded_dims_local("reduce")
+@sharded_dims_local("reduce")
 def reduce(x, axis, *, root: int = 0, op: str = "sum", algorithm: str = "auto",
            bucket_bytes: int | None = BUCKET_BYTES, accum_dtype=None, axis_index_groups=None,
            executor="xla"):
@@ -694,17 +494,17 @@ def reduce(x, axis, *, root: int = 0, op: str = "sum", algorithm: str = "auto",
     algorithm, n, root, leaves, treedef, groups = _arguments(
         "reduce", x, axis, algorithm, bucket_bytes, op=op, root=root, groups=axis_index_groups,
         executor=executor)
-    wide = _widened("reduce", leaves, accum_dtype)
+    wide = widened("reduce", leaves, accum_dtype)
     if algorithm == "xla":
         reduced = in_sequence(lambda leaf: references.allreduce(leaf, axis, op, groups), wide)
         out = references.on_root(reduced, axis, root, groups)
     else:  # zeros off the root
         run = _runner("reduce", algorithm, n, axis, op, root, groups=groups, executor=executor)
-        out = _mean(_packed(wide, _whole(wide, n), run, bucket_bytes), op, n)
-    return treedef.unflatten(_narrowed(out, leaves))
+        out = mean(packed(wide, whole(wide, n), run, bucket_bytes), op, n)
+    return treedef.unflatten(narrowed(out, leaves))
 
 
-@_sharded_dims_local("gather")
+@sharded_dims_local("gather")
 def gather(x, axis, *, root: int = 0, dim: int = 0, tiled: bool = False,
            algorithm: str = "auto", bucket_bytes: int | None = BUCKET_BYTES,
            axis_index_groups=None, executor="xla"):
@@ -723,11 +523,11 @@ def gather(x, axis, *, root: int = 0, dim: int = 0, tiled: bool = False,
 
     run = _runner("gather", algorithm, n, axis, root=root, groups=groups,  # zeros off the root
                   executor=executor)
-    return treedef.unflatten(_packed(leaves, [Layout("gather", n, d, tiled=tiled) for d in dims],
-                                     run, bucket_bytes))
+    return treedef.unflatten(packed(leaves, [Layout("gather", n, d, tiled=tiled) for d in dims],
+                                    run, bucket_bytes))
 
 
-@_sharded_dims_local("scatter")
+@sharded_dims_local("scatter")
 def scatter(x, axis, *, root: int = 0, dim: int = 0, tiled: bool = False,
             algorithm: str = "auto", bucket_bytes: int | None = BUCKET_BYTES,
             axis_index_groups=None, executor="xla"):
@@ -746,8 +546,8 @@ def scatter(x, axis, *, root: int = 0, dim: int = 0, tiled: bool = False,
             dims))
 
     run = _runner("scatter", algorithm, n, axis, root=root, groups=groups, executor=executor)
-    return treedef.unflatten(_packed(leaves, [Layout("scatter", n, d, tiled=tiled) for d in dims],
-                                     run, bucket_bytes))
+    return treedef.unflatten(packed(leaves, [Layout("scatter", n, d, tiled=tiled) for d in dims],
+                                    run, bucket_bytes))
 
 
 # ----------------------------------------------------------------------------- shortcuts

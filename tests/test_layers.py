@@ -18,7 +18,8 @@ LAYERS = (
     ("ir", ("jaxcoll.ir",)),
     ("analysis", ("jaxcoll.analysis",)),
     ("lowering", ("jaxcoll.lowering",)),
-    ("api", ("jaxcoll.collectives", "jaxcoll.lax", "jaxcoll.ragged", "jaxcoll.overlap")),
+    ("api", ("jaxcoll.packing", "jaxcoll.sharded", "jaxcoll.collectives", "jaxcoll.lax",
+             "jaxcoll.ragged", "jaxcoll.overlap")),
     ("tools", ("jaxcoll.tools",)),
     ("package", ("jaxcoll", "jaxcoll.__main__")),
 )
@@ -123,8 +124,8 @@ def test_the_analysis_and_the_ir_never_import_jax():
 # What a jax_free test module (CI's second pass leaves them out) may not touch: JAX, the lowering
 # and the API that runs it, and the tools that time or launch
 RUNS_JAX = ("jax", "jaxlib", "helpers", "jaxcoll.lowering", "jaxcoll.lax", "jaxcoll.overlap",
-            "jaxcoll.ragged", "jaxcoll.tools.timing", "jaxcoll.tools.distributed",
-            "jaxcoll.tools.bench", "jaxcoll.tools.launch")
+            "jaxcoll.ragged", "jaxcoll.packing", "jaxcoll.sharded", "jaxcoll.tools.timing",
+            "jaxcoll.tools.distributed", "jaxcoll.tools.bench", "jaxcoll.tools.launch")
 # of the names jaxcoll exports from jaxcoll.collectives, those that run nothing
 INERT = {"schedule", "algorithms", "OPS", "BUCKET_BYTES"}
 

@@ -13,8 +13,8 @@ from jax.sharding import PartitionSpec as P
 
 import jaxcoll
 from helpers import AXIS, assert_same, mesh, ours_and_reference, per_rank
-from jaxcoll.collectives import bucket_plan
 from jaxcoll.lowering.execute import after, in_sequence
+from jaxcoll.packing import bucket_plan
 
 N = 4
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
