@@ -53,8 +53,26 @@ DEFAULT_BLOCK = 128  # values per scale: int8 carries 1 + 4/128 bytes a value, 0
 
 @dataclass(frozen=True)
 class Compress:
-    """How transfers are compressed: ``kind`` in bf16, fp8, int8; ``block`` values share one
-    float32 scale (fp8, int8)."""
+    """How transfers are compressed: an encoding, and the values that share a scale.
+
+    ``kind`` in bf16, fp8, int8; ``block`` values share one float32 scale (fp8, int8). The
+    buffers and every sum stay float32; the module's docstring gives the codecs and the error
+    bound (:func:`error_bound`).
+
+    Attributes:
+      kind: "bf16", "fp8" or "int8": the values rounded to bfloat16, or each block as
+        float8 e4m3 or int8 values times one power-of-two scale.
+      block: values per float32 scale (fp8, int8; bf16 has no scale), default 128: int8
+        then carries 1 + 4/128 bytes a value.
+
+    Examples:
+      >>> import jaxcoll
+      >>> int8 = jaxcoll.Compress("int8")
+      >>> int8.wire_bytes(1024)  # 1024 int8 values and 8 float32 scales
+      1056
+      >>> jaxcoll.Compress("bf16").wire_bytes(1024)
+      2048
+    """
 
     kind: str
     block: int = DEFAULT_BLOCK

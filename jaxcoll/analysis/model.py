@@ -34,12 +34,24 @@ from jaxcoll.ir.schedules import Schedule, split_round
 
 @dataclass(frozen=True)
 class Cost:
-    """Predicted seconds, and where they come from."""
+    """Predicted seconds, and where they come from.
+
+    What :func:`cost` returns (and :func:`ranking` ranks); ``str()`` gives it in µs.
+
+    Attributes:
+      seconds: the predicted time.
+      messages: ppermutes, one after another: each pays α.
+      bytes_sent: bytes sent by the busiest rank.
+      bytes_reduced: bytes reduced by the busiest rank.
+      alpha: the α it was priced with: seconds per message.
+      beta: the β it was priced with: seconds per byte sent.
+      gamma: the γ it was priced with: seconds per byte reduced.
+    """
 
     seconds: float
-    messages: int  # ppermutes, one after another: each pays α
-    bytes_sent: float  # by the busiest rank
-    bytes_reduced: float  # by the busiest rank
+    messages: int
+    bytes_sent: float
+    bytes_reduced: float
     alpha: float
     beta: float
     gamma: float
@@ -53,9 +65,48 @@ def cost(schedule: Schedule, nbytes: float, *, alpha: float, beta: float,
          gamma: float = 0.0) -> Cost:
     """Predicted time of ``schedule`` on a buffer of ``nbytes`` per rank.
 
-    ``nbytes`` is the whole buffer one rank works on: the message for allreduce, broadcast and
-    reduce; the input for reduce_scatter, scatter and alltoall; the output for allgather and
-    gather.
+    Each ppermute the executor makes (one per matching of a round; a matching of local
+    transfers alone is none, and costs only its reduce's γ) costs
+
+        α + k·c·β (+ k·c·γ if it reduces),
+
+    where c is the chunk size and k the most chunks any one transfer of it moves; the
+    schedule's time is the sum over its ppermutes. The model prices with what it is handed:
+    nothing here is measured (:func:`jaxcoll.calibration` gives a machine's α, β, γ).
+
+    Args:
+      schedule: the schedule to price, from :func:`jaxcoll.schedule` or any
+        :class:`~jaxcoll.ir.schedules.Schedule`.
+      nbytes: the whole buffer one rank works on: the message for allreduce, broadcast
+        and reduce; the input for reduce_scatter, scatter and alltoall; the output for
+        allgather and gather.
+      alpha: seconds each ppermute (message) pays, whatever its size; keyword-only,
+        no default.
+      beta: seconds per byte sent, on the transfer with the most chunks; keyword-only,
+        no default.
+      gamma: seconds per byte reduced (added into the receiver's buffer); 0 leaves
+        reductions free.
+
+    Returns:
+      A :class:`Cost`: the predicted seconds, the messages one after another, and the
+      bytes the busiest rank sends and reduces.
+
+    Raises:
+      AttributeError: ``schedule`` is not a Schedule (it is not checked: the model
+        prices what it is handed).
+      TypeError: ``alpha`` or ``beta`` is not given (no calibration is read here), or
+        ``nbytes`` is not a number.
+
+    Examples:
+      >>> import jaxcoll
+      >>> ring = jaxcoll.schedule("allreduce", "ring", 8)
+      >>> c = jaxcoll.cost(ring, 1 << 20, alpha=1e-6, beta=1e-9)
+      >>> print(c)
+      1849.0 µs: 14 messages; the busiest rank sends 1835008 B and reduces 917504 B
+      >>> c.messages  # 2(n-1) rounds of one ppermute each
+      14
+      >>> c.bytes_sent == 2 * 7 / 8 * (1 << 20)  # 2(n-1)/n·N: the bandwidth optimum
+      True
     """
     chunk = chunk_bytes(schedule, nbytes)
     seconds, messages = 0.0, 0
@@ -91,34 +142,60 @@ def cost(schedule: Schedule, nbytes: float, *, alpha: float, beta: float,
 # it runs most like on the executor: Swing is halving-doubling with other partners, PAT is
 # Bruck with the distances reversed (its reduce_scatter is that run backwards, which on the
 # executor is halving-doubling's rounds and bytes). Without them a calibration whose factors
-# are 1-4.7x (cpu.json) would rank them by the missing factor alone.
+# differ widely from algorithm to algorithm (cpu.json's do: bench/MODEL.md, "Numbers that were
+# in code comments") would rank them by the missing factor alone.
 RELATIVES = {("allreduce", "swing"): "halving_doubling", ("allgather", "pat"): "bruck",
              ("reduce_scatter", "pat"): "halving_doubling"}
 
 
 @dataclass(frozen=True)
 class Calibration:
-    """α (s per ppermute), β (s per byte sent), γ (s per byte reduced) for one backend, and
-    optionally, per algorithm, how far its measured time is from what α, β, γ predict."""
+    """α, β, γ for one backend, and how far each algorithm's measured time is from them.
+
+    α (s per ppermute), β (s per byte sent), γ (s per byte reduced) for one backend, and
+    optionally, per algorithm, how far its measured time is from what α, β, γ predict.
+    :func:`jaxcoll.calibration` gives the one a call without one prices with; the shipped
+    ones are in jaxcoll/analysis/calibrations/ (:func:`shipped`).
+
+    Attributes:
+      alpha: α, seconds per ppermute (per message), whatever its bytes; on "shared"
+        links, per round.
+      beta: β, seconds per byte sent: through a rank's port ("port"), or through the
+        one medium every message crosses ("shared").
+      gamma: γ, seconds per byte reduced into a receiver's buffer ("port" only: on
+        "shared" links it is in β).
+      backend: the backend it is for (cpu, gloo, gpu, ...: the shipped files are
+        named after them).
+      source: where the numbers come from (which machine, which measurement, when);
+        "" if not said.
+      per_algorithm: ((primitive, algorithm, latency factor, bandwidth factor), ...),
+        measured by calibrate(..., primitives=...): the algorithm's time is latency
+        factor x its α part + bandwidth factor x its β and γ part. What the schedule alone
+        can't see (how the executor's program runs on this runtime) shows up here;
+        absent means (1, 1).
+      links: "port": each ppermute costs α + bytes·β (:func:`cost`); "shared": every
+        rank's messages cross one medium (processes of one host over loopback, fake
+        devices sharing cores): a round costs α + (its messages)·overhead + (all its
+        bytes)·β (:func:`~jaxcoll.analysis.topology.shared`, :func:`simulate`).
+      overhead: seconds per message on the one medium, "shared" only (γ is unused
+        there: it is in β).
+      timings: ((primitive, n, algorithm, input bytes per rank, seconds), ...): each
+        algorithm timed on this machine (:mod:`jaxcoll.tools.calibration_cache`); where a
+        primitive and n have them, :func:`ranking` goes by them (:meth:`measured`)
+        instead of α, β, γ.
+
+    Raises:
+      ValueError: ``links`` is neither "port" nor "shared".
+    """
 
     alpha: float
     beta: float
     gamma: float
     backend: str
-    source: str = ""  # where the numbers come from
-    # ((primitive, algorithm, latency factor, bandwidth factor), ...), measured by
-    # calibrate(..., primitives=...): the algorithm's time is latency factor x its α part +
-    # bandwidth factor x its β and γ part. What the schedule alone can't see (how the
-    # executor's program runs on this runtime) shows up here; absent means (1, 1).
+    source: str = ""
     per_algorithm: tuple = ()
-    # "port": each ppermute costs α + bytes·β (cost()); "shared": every rank's messages cross
-    # one medium (processes of one host over loopback, fake devices sharing cores): a round
-    # costs α + (its messages)·overhead + (all its bytes)·β (topology.shared, simulate())
     links: str = "port"
-    overhead: float = 0.0  # seconds per message, "shared" only (γ unused there: in β)
-    # ((primitive, n, algorithm, input bytes per rank, seconds), ...): each algorithm timed on
-    # this machine (calibration_cache.py); where a primitive and n have them, ranking() goes
-    # by them (:meth:`measured`) instead of α, β, γ
+    overhead: float = 0.0
     timings: tuple = ()
 
     def __post_init__(self):
@@ -390,12 +467,40 @@ def _ranked(entry, compress: Compress | None, topology: Topology | None) -> bool
 
 def choose(primitive: str, n: int, nbytes: float, calibration_: Calibration | None = None,
            compress: Compress | None = None, topology: Topology | None = None) -> str:
-    """The algorithm ``auto`` runs: the cheapest by the model with the current calibration
-    (compressed: among those with the smallest error bounds; on a ``topology``: on paper).
+    """The algorithm ``auto`` runs: the cheapest by the model.
+
+    The cheapest with the current calibration (compressed: among those with the smallest
+    error bounds; on a ``topology``: on paper), the first of :func:`ranking`.
 
     Without ``calibration_``, ``compress`` and ``topology`` (what ``auto`` asks), the
     calibration of this machine: measured the first time
-    (:mod:`jaxcoll.tools.calibration_cache`)."""
+    (:mod:`jaxcoll.tools.calibration_cache`).
+
+    Args:
+      primitive: the collective's name ("allreduce", "allgather", ...), as
+        :func:`jaxcoll.schedule` takes it.
+      n: the number of ranks it runs on (the size of the axis it runs
+        over).
+      nbytes: the input per rank in bytes (allgather and gather are priced on their
+        output, n times it: :func:`schedule_bytes`; on a ``topology``, the buffer).
+      ``calibration_``: the α, β, γ to price with; None: this machine's, as above (or
+        :func:`default_calibration` when ``compress`` or ``topology`` is given).
+      compress: price on the encoded bytes (a :class:`~jaxcoll.analysis.compression.Compress`)
+        and rank only the algorithms whose error bound is within 1.5x of the smallest.
+      topology: answer on paper for these links
+        (:func:`~jaxcoll.analysis.topology.simulate`): every algorithm is ranked.
+
+    Returns:
+      The algorithm's name, e.g. "ring".
+
+    Examples:
+      >>> import jaxcoll
+      >>> cal = jaxcoll.Calibration(alpha=1e-6, beta=1e-9, gamma=0.0, backend="example")
+      >>> jaxcoll.choose("allreduce", 8, 1 << 20, cal)
+      'halving_doubling'
+      >>> jaxcoll.choose("allreduce", 8, 1 << 10, cal)  # small: latency decides
+      'recursive_doubling'
+    """
     if calibration_ is None and compress is None and topology is None:
         calibration_ = _for_auto(primitive, n)
     return ranking(primitive, n, nbytes, calibration_, compress, topology)[0][0]
@@ -403,15 +508,34 @@ def choose(primitive: str, n: int, nbytes: float, calibration_: Calibration | No
 
 @dataclass(frozen=True)
 class Bounds:
-    """What no algorithm of a primitive can beat on n ranks, in the model's terms: ``rounds``
-    of messages one after another (latency), and the bytes sent and reduced one after another
-    on the critical path (bandwidth: :func:`cost` with β = 1, or γ = 1, alone). On a topology,
-    ``limit`` names what the bandwidth bound is set by (a rank's ports, or a node's NICs)."""
+    """What no algorithm of a primitive can beat on n ranks, in the model's terms.
+
+    ``rounds`` of messages one after another (latency), and the bytes sent and reduced one
+    after another on the critical path (bandwidth: :func:`cost` with β = 1, or γ = 1, alone).
+    On a topology, ``limit`` names what the bandwidth bound is set by (a rank's ports, or a
+    node's NICs). What :func:`bounds` returns.
+
+    Attributes:
+      rounds: rounds of messages one after another: ceil(log2 n) (0 for one
+        rank).
+      path_bytes: bytes sent one after another: the β coefficient (bytes through the
+        limit).
+      path_reduced: bytes reduced one after another: the γ coefficient ((n-1)/n·N for
+        the reducing collectives, else 0).
+      seconds: the bound in seconds: latency_seconds + bandwidth_seconds +
+        path_reduced·γ.
+      latency_seconds: the rounds' α part: ``rounds`` x α (on a topology, the α of
+        the cheapest message).
+      bandwidth_seconds: the bytes' β part: ``path_bytes`` through ``limit`` (on a
+        topology, through all of its links at once).
+      limit: what the bandwidth bound is set by ("a rank's port", rank 0's port
+        links, node 0's NICs, or the one shared medium).
+    """
 
     rounds: int
-    path_bytes: float  # sent one after another: the β coefficient (bytes through the limit)
-    path_reduced: float  # reduced one after another: the γ coefficient
-    seconds: float  # latency_seconds + bandwidth_seconds + path_reduced·γ
+    path_bytes: float
+    path_reduced: float
+    seconds: float
     latency_seconds: float = 0.0
     bandwidth_seconds: float = 0.0
     limit: str = "a rank's port"
@@ -437,14 +561,45 @@ def _must_cross(primitive: str, n: int, nbytes: float) -> float:
 
 def bounds(primitive: str, n: int, nbytes: float, calibration_: Calibration | None = None,
            topology: Topology | None = None) -> Bounds:
-    """The latency and bandwidth lower bounds of ``primitive`` on n ranks for ``nbytes`` per
-    rank (as :func:`cost` counts them), priced with the calibration, or on ``topology``.
+    """The latency and bandwidth lower bounds of ``primitive`` on n ranks.
+
+    For ``nbytes`` per rank (as :func:`cost` counts them), priced with the calibration, or on
+    ``topology``.
 
     Rounds: ceil(log2 n): the ranks that hold a value, or have contributed to one, at most
-    double per round. Bytes: what a rank must send (:func:`_must_send`), through one port at
-    β; on a topology through all of rank 0's ports at once, and, across nodes, what a node
-    must send (the same rule with n = nodes) through all of its NICs. Bytes reduced: (n-1)/n·N
-    for the reducing ones (the n-1 other contributions to a rank's 1/n share).
+    double per round. Bytes: what a rank must send (``_must_send``: (n-1)/n·N for
+    reduce_scatter, allgather, alltoall, gather and scatter; 2(n-1)/n·N for allreduce; N for
+    broadcast and reduce), through one port at β; on a topology through all of rank 0's ports
+    at once, and, across nodes, what a node must send (the same rule with n = nodes) through
+    all of its NICs. Bytes reduced: (n-1)/n·N for the reducing ones (the n-1 other
+    contributions to a rank's 1/n share). So the bound is
+
+        ceil(log2 n)·α + (bytes a rank must send)·β + (n-1)/n·N·γ.
+
+    Args:
+      primitive: the collective's name ("allreduce", "allgather", ...), as
+        :func:`jaxcoll.schedule` takes it.
+      n: the number of ranks (with 1 or fewer nothing moves: every bound is
+        0).
+      nbytes: the buffer per rank, as :func:`cost` takes it (the output for allgather
+        and gather).
+      ``calibration_``: the α, β, γ to price with; None: :func:`default_calibration`
+        (a "shared" one prices on its one medium).
+      topology: price on these links instead: α of rank 0's cheapest message, β of its
+        ports and, across nodes, of its node's NICs (the presets are symmetric).
+
+    Returns:
+      A :class:`Bounds`: the rounds, the bytes on the critical path, and the seconds
+      no algorithm can beat.
+
+    Examples:
+      >>> import jaxcoll
+      >>> cal = jaxcoll.Calibration(alpha=1e-6, beta=1e-9, gamma=0.0, backend="example")
+      >>> b = jaxcoll.bounds("allreduce", 8, 1 << 20, cal)
+      >>> b.rounds, b.path_bytes  # ceil(log2 8), 2(n-1)/n·N
+      (3, 1835008.0)
+      >>> print(f"{b.seconds * 1e6:.1f} µs")  # the ring's cost: 1849.0 µs
+      1838.0 µs
     """
     cal = calibration_ or default_calibration()
     topology = topology or cal.topology(n)
@@ -490,9 +645,27 @@ def _bandwidth_bound(primitive: str, nbytes: float,
 
 def explain(primitive: str, n: int, nbytes: float, calibration_: Calibration | None = None,
             topology: Topology | None = None) -> list[tuple[str, Cost]]:
-    """Print the ranking ``auto`` chooses from (or, on ``topology``, every algorithm on paper),
-    with predicted times and each algorithm's gap to the lower bounds (:func:`bounds`);
-    return it."""
+    """Print the ranking ``auto`` chooses from, with each algorithm's gap to the bounds.
+
+    The ranking (or, on ``topology``, every algorithm on paper), with predicted times and
+    each algorithm's gap to the lower bounds (:func:`bounds`); return it.
+
+    Args:
+      primitive: the collective's name ("allreduce", "allgather", ...), as
+        :func:`jaxcoll.schedule` takes it.
+      n: the number of ranks it runs on (the size of the axis it runs
+        over).
+      nbytes: the input per rank in bytes (allgather and gather are priced on their
+        output, n times it; on a ``topology``, the buffer).
+      ``calibration_``: the α, β, γ (and per-algorithm factors, or timings) to price with;
+        None: :func:`default_calibration`.
+      topology: answer on paper for these links
+        (:func:`~jaxcoll.analysis.topology.simulate`): every algorithm is ranked.
+
+    Returns:
+      What it printed: :func:`ranking`'s list of (algorithm, :class:`Cost`), cheapest
+      first.
+    """
     cal = calibration_ or default_calibration()
     ranked = ranking(primitive, n, nbytes, cal, topology=topology)
     best = ranked[0][1].seconds or 1e-30

@@ -76,10 +76,28 @@ class Policy:
 class Synthesis:
     """The result of :func:`synthesize`: the fastest schedule found and how it compares.
 
-    ``schedule`` is verified and labelled with its primitive; ``seconds`` is
-    ``simulate(schedule, nbytes, topology).seconds``. ``origin`` is ``"search: <policy>"`` or
-    ``"registered: <name>"`` when no searched candidate beat the best registered algorithm;
-    ``searched_seconds`` is the search's own best either way.
+    ``str()`` says it in one line; :attr:`speedup` and :attr:`gap` compare it with the best
+    registered algorithm and with the bound.
+
+    Attributes:
+      schedule: the fastest schedule, verified and labelled with its primitive (run it
+        with ``algorithm=schedule``).
+      seconds: ``simulate(schedule, nbytes, topology).seconds``: its time on the
+        topology.
+      origin: ``"search: <policy>"``, or ``"registered: <name>"`` when no searched
+        candidate beat the best registered algorithm.
+      searched_seconds: the search's own best, either way (it may be slower than
+        ``seconds``).
+      best_registered: the name of the registered algorithm ``ranking`` puts first on
+        the topology.
+      registered_seconds: its time, simulated as ``seconds`` is (what :attr:`speedup`
+        divides).
+      bound: the :class:`~jaxcoll.analysis.model.Bounds` no schedule can beat on the
+        topology (what :attr:`gap` divides by).
+      candidates: how many schedules were priced: the searched ones and the best
+        registered one.
+      topology: the topology's name (its ``name``, not the
+        :class:`~jaxcoll.analysis.topology.Topology`).
     """
 
     schedule: Schedule
@@ -89,8 +107,8 @@ class Synthesis:
     best_registered: str
     registered_seconds: float
     bound: Bounds
-    candidates: int  # schedules priced: searched ones and registered ones
-    topology: str  # its name
+    candidates: int
+    topology: str
 
     @property
     def speedup(self) -> float:
@@ -112,11 +130,53 @@ class Synthesis:
 
 def synthesize(primitive: str, topology: Topology, nbytes: float, *, n: int | None = None,
                candidates: int = 48, max_pieces: int = 4, seed: int = 0) -> Synthesis:
-    """The fastest schedule of ``primitive`` on ``topology`` for ``nbytes`` per rank that a
-    bounded search (``candidates`` policies, seeded: deterministic) and the registered
-    algorithms offer, verified, with its gap to the best registered one and to the bound.
+    """The fastest schedule of ``primitive`` on ``topology`` that a seeded search finds.
+
+    The fastest for ``nbytes`` per rank that a bounded search (``candidates`` policies,
+    seeded: deterministic) and the registered algorithms offer, verified, with its gap to the
+    best registered one and to the bound. Every candidate is priced by
+    :func:`~jaxcoll.analysis.topology.simulate` (the module's docstring: the search space).
 
     Cost: ``candidates`` greedy constructions, each O(rounds x pairs x chunks).
+
+    Args:
+      primitive: "allgather", "reduce_scatter" or "allreduce" (an allgather searched,
+        its time reversal with reduce, or the two in turn).
+      topology: the links to search on, a :class:`~jaxcoll.analysis.topology.Topology`
+        (:func:`~jaxcoll.analysis.topology.switch`, ``ring``, ``torus``, ``nodes``).
+      nbytes: the buffer per rank in bytes, as :func:`jaxcoll.simulate` takes it (> 0;
+        the schedule's pieces are cut for it).
+      n: the number of ranks, if given: it must be the topology's (a check, nothing
+        more).
+      candidates: how many policies the search builds and prices (>= 1); the time is
+        linear in it.
+      max_pieces: the most chunks per block a policy cuts the buffer into (>= 1; 1, 2,
+        4, ... up to it).
+      seed: the first seed ties are broken with (policies past the grid's end take
+        seed + 1, ...): the same seed, the same result.
+
+    Returns:
+      A :class:`Synthesis`: the verified schedule, its time, where it came from, and how
+      it compares with the best registered algorithm and the lower bound.
+
+    Raises:
+      ValueError: ``primitive`` is not one of the three; ``n`` is not the topology's;
+        ``nbytes`` <= 0, ``candidates`` or ``max_pieces`` < 1; or the topology does not
+        connect every rank.
+      TypeError: ``topology`` is not a Topology, or ``nbytes``, ``candidates`` or
+        ``max_pieces`` is not a number.
+
+    Examples:
+      >>> import jaxcoll
+      >>> from jaxcoll.analysis.topology import torus
+      >>> links = torus(2, 4, alpha=1e-6, beta=1e-9)
+      >>> found = jaxcoll.synthesize("allreduce", links, 1 << 20, candidates=4, seed=0)
+      >>> print(found)  # doctest: +ELLIPSIS
+      allreduce on 2x4 torus: 665.4 µs (search: pieces=2, ...); ... 5 candidates
+      >>> found.best_registered, round(found.speedup, 2)  # the search beat it
+      ('bidirectional_ring', 1.42)
+      >>> found.schedule.primitive, found.schedule.n_ranks
+      ('allreduce', 8)
     """
     _check(primitive, topology, nbytes, n, candidates, max_pieces)
     searched, policy, priced = _search(primitive, topology, nbytes, candidates, max_pieces, seed)

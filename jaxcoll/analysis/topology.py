@@ -38,23 +38,50 @@ Routes = Callable[[np.ndarray, np.ndarray], np.ndarray]  # (t,) src, (t,) dst ->
 
 @dataclass(frozen=True, eq=False)
 class Topology:
-    """``n`` ranks on directed links; ``routes(src, dst)`` gives the links each transfer uses."""
+    """``n`` ranks on directed links; ``routes(src, dst)`` gives the links each transfer uses.
+
+    Made by the presets (:func:`switch`, :func:`ring`, :func:`torus`, :func:`nodes`,
+    :func:`shared`, :func:`fully_connected`) and priced on by :func:`simulate`.
+
+    Attributes:
+      name: what it is called in :func:`simulate`'s and :func:`jaxcoll.synthesize`'s
+        reports.
+      n: the number of ranks (0 to n - 1), placed on the links by
+        ``routes``.
+      link_names: (links,) each directed link's name, e.g. "0->switch", in the order of
+        ``alpha`` and ``beta``.
+      alpha: (links,) seconds a message pays on the link (a route pays the sum of its
+        links').
+      beta: (links,) seconds per byte on the link; links shared by transfers of a round
+        split their bandwidth.
+      routes: ``routes(src, dst)``: (t,) sources and (t,) destinations to (t, hops)
+        link indices, padded with -1.
+      gamma: seconds per byte reduced (by the receiver, on top of its links' time); 0
+        leaves reductions free.
+      node_of: (n,) each rank's node: the cut the NICs cross (:func:`nodes`); None: no
+        nodes.
+      gpus_per_node: > 0: channels rotate each node's ranks (:meth:`channel_ranks`,
+        :func:`simulate`'s ``channels``).
+      assumptions: what the numbers assume, in words (link counts, bandwidths,
+        routing).
+      overhead: (links,) seconds each message keeps a link busy on top of its bytes
+        (LogGP's gap): what a shared medium such as one host's cores pays per message;
+        None: 0.
+      levels: the sizes of the levels ``hierarchical`` runs on here, outermost first (a
+        torus's dimensions, nodes' (n_nodes, gpus)); (): none.
+    """
 
     name: str
     n: int
     link_names: tuple[str, ...]
-    alpha: np.ndarray  # (links,) seconds a message pays on the link
-    beta: np.ndarray  # (links,) seconds per byte
+    alpha: np.ndarray
+    beta: np.ndarray
     routes: Routes
-    gamma: float = 0.0  # seconds per byte reduced
-    node_of: np.ndarray | None = None  # (n,) each rank's node: the cut the NICs cross
-    gpus_per_node: int = 0  # > 0: channels rotate each node's ranks (see simulate)
+    gamma: float = 0.0
+    node_of: np.ndarray | None = None
+    gpus_per_node: int = 0
     assumptions: str = ""
-    # (links,) seconds each message keeps a link busy on top of its bytes (LogGP's gap): what
-    # a shared medium such as one host's cores pays per message; None: 0
     overhead: np.ndarray | None = None
-    # the sizes of the levels ``hierarchical`` runs on here, outermost first (a torus's
-    # dimensions, nodes' (n_nodes, gpus)); (): none
     levels: tuple[int, ...] = ()
 
     def route(self, src: int, dst: int) -> list[str]:
@@ -80,14 +107,29 @@ class Topology:
 
 @dataclass(frozen=True, eq=False)
 class Simulation:
-    """A schedule priced on a topology: the total, and per round (per matching when not
-    ``concurrent``; rounds with no transfer left out) its time, busiest link and links' bytes."""
+    """A schedule priced on a topology: the total, and per round its time, busiest link, bytes.
+
+    Per round (per matching when not ``concurrent``; rounds with no transfer left out) its
+    time, busiest link and links' bytes. What :func:`simulate` returns; ``str()`` says the
+    total and the slowest round.
+
+    Attributes:
+      seconds: the predicted time: the sum of ``round_seconds`` (rounds run one after
+        another).
+      round_seconds: (rounds,) each round's time: its slowest transfer's (rounds with no
+        transfer left out).
+      busiest_link: (rounds,) the link busy longest that round (bytes·β + overhead),
+        an index into the topology's ``link_names``.
+      loads: (rounds,) the pattern of each round's link loads, and the patterns: (links,
+        bytes) each (rounds that move the same bytes over the same links, as a ring's do,
+        share one); read it with :meth:`link_bytes` and :meth:`round_links`.
+      topology: the :class:`Topology` it was priced on (its name and links name the
+        report's).
+    """
 
     seconds: float
-    round_seconds: np.ndarray  # (rounds,)
-    busiest_link: np.ndarray  # (rounds,) the link busy longest that round (bytes·β + overhead)
-    # (rounds,) the pattern of each round's link loads, and the patterns: (links, bytes) each
-    # (rounds that move the same bytes over the same links, as a ring's do, share one)
+    round_seconds: np.ndarray
+    busiest_link: np.ndarray
     loads: tuple[np.ndarray, list[tuple[np.ndarray, np.ndarray]]] = field(repr=False)
     topology: Topology = field(repr=False)
 
@@ -172,13 +214,57 @@ def _spread(shapes, symmetry) -> tuple[np.ndarray, ...]:
 
 def simulate(schedule: Schedule, nbytes: float, topology: Topology, *,
              concurrent: bool = True, channels: int = 1, gamma: float | None = None) -> Simulation:
-    """Predicted time of ``schedule`` on ``topology`` for a buffer of ``nbytes`` per rank (as
-    :func:`jaxcoll.cost` counts it), round by round, with contention on shared links.
+    """Predicted time of ``schedule`` on ``topology``, with contention on shared links.
 
-    ``concurrent``: every transfer of a round at once (what one fused kernel can do); False:
-    one matching after another (what jaxcoll's executor does: one ``ppermute`` each).
-    ``channels``: run the schedule ``channels`` times at once on ``nbytes / channels`` each,
-    channel c on :meth:`Topology.channel_ranks` (c), as NCCL splits a collective over rings.
+    For a buffer of ``nbytes`` per rank (as :func:`jaxcoll.cost` counts it), round by round.
+    In a round a transfer takes
+
+        α of its route (the sum of its links' α)
+        + the most any of its links is busy that round: (bytes on the link)·β_link
+        + (bytes its receiver reduces that round)·γ,
+
+    and the round lasts as long as its slowest transfer (the module's docstring).
+
+    Args:
+      schedule: the schedule to price, from :func:`jaxcoll.schedule` or any
+        :class:`~jaxcoll.ir.schedules.Schedule`, on ``topology.n`` ranks.
+      nbytes: the whole buffer one rank works on, as :func:`jaxcoll.cost` takes it
+        (the output for allgather and gather).
+      topology: the links, e.g. :func:`switch`, :func:`ring`, :func:`torus`,
+        :func:`nodes` (or :mod:`jaxcoll.analysis.systems`' real ones).
+      concurrent: every transfer of a round at once (what one fused kernel can do);
+        False: one matching after another (what jaxcoll's executor does: one
+        ``ppermute`` each; on a :func:`switch` exactly :func:`jaxcoll.cost`).
+      channels: run the schedule ``channels`` times at once on ``nbytes / channels``
+        each, channel c on :meth:`Topology.channel_ranks` (c), as NCCL splits a
+        collective over rings.
+      gamma: seconds per byte reduced, instead of the topology's; None: the
+        topology's ``gamma``.
+
+    Returns:
+      A :class:`Simulation`: the total seconds, and per round its time, its busiest link
+      and the links' bytes.
+
+    Raises:
+      ValueError: the schedule's ranks are not the topology's; ``channels`` < 1; or
+        ``channels`` > 1 for a rooted collective (each channel's ranks are rotated, which
+        would move its root).
+
+    Examples:
+      >>> import jaxcoll
+      >>> from jaxcoll.analysis.topology import ring, switch
+      >>> allreduce = jaxcoll.schedule("allreduce", "ring", 8)
+      >>> links = switch(8, alpha=1e-6, beta=1e-9)
+      >>> print(jaxcoll.simulate(allreduce, 1 << 20, links))
+      1849.0 µs over 14 rounds on switch; slowest round 0 (132.1 µs, busiest link 0->switch)
+      >>> print(jaxcoll.cost(allreduce, 1 << 20, alpha=1e-6, beta=1e-9))  # the same
+      1849.0 µs: 14 messages; the busiest rank sends 1835008 B and reduces 917504 B
+      >>> doubling = jaxcoll.schedule("allgather", "recursive_doubling", 8)
+      >>> print(jaxcoll.simulate(doubling, 1 << 20, links))
+      920.5 µs over 3 rounds on switch; slowest round 2 (525.3 µs, busiest link 0->switch)
+      >>> on_a_ring = ring(8, alpha=1e-6, beta=1e-9)  # its last round's partners are 4 hops
+      >>> print(jaxcoll.simulate(doubling, 1 << 20, on_a_ring))  # apart and share links
+      2759.5 µs over 3 rounds on ring of 8; slowest round 2 (2101.2 µs, busiest link 0->1)
     """
     if schedule.n_ranks != topology.n:
         raise ValueError(f"simulate: the schedule has {schedule.n_ranks} ranks, the topology "
