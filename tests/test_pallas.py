@@ -15,7 +15,7 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
 import jaxcoll
-from jaxcoll.lowering.pallas_kernel import races_found
+from jaxcoll.lowering.pallas_kernel import Unsynchronized, races_found
 from jaxcoll.ir.records import RECORDS
 
 from helpers import AXIS, assert_same, exact_inputs, per_rank, watchdog
@@ -306,7 +306,7 @@ def test_broken_synchronization_is_caught(dropped, caught_by, capfd):
     """Each wait of the round's handshake, left out on purpose, is caught: a race (the race
     detector, in eager DMA mode: jax 0.10 flags it, jax 0.12 raises it) or a semaphore left
     non-zero at kernel exit."""
-    broken = jaxcoll.Pallas(interpret=CHECKED.interpret, drop=(dropped,))
+    broken = Unsynchronized(interpret=CHECKED.interpret, drop=(dropped,))  # the test hook
     n = 4
     x = jax.random.normal(jax.random.key(4), (n, 1, 8))
     raised = []

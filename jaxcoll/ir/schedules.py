@@ -48,7 +48,10 @@ from jaxcoll.ir.records import RECORDS
 
 
 class ScheduleError(ValueError):
-    """A schedule that cannot run, or does not do what its primitive promises."""
+    """A schedule that cannot run, or does not do what its primitive promises.
+
+    The message names the round, transfer, rank and chunk at fault. A ``ValueError``.
+    """
 
 
 def _is_int(value) -> bool:
@@ -57,8 +60,35 @@ def _is_int(value) -> bool:
 
 @dataclass(frozen=True)
 class Transfer:
-    """``src`` sends its chunks ``chunks`` to ``dst``, which copies or reduces them into its
-    chunks ``into`` (by default the same ids)."""
+    """One move of chunks from rank ``src`` to rank ``dst``, copied or reduced on arrival.
+
+    ``src`` sends its chunks ``chunks`` to ``dst``, which copies or reduces them into its
+    chunks ``into`` (by default the same ids). A transfer from a rank to itself is a local
+    copy or reduce, of chunks into other chunks.
+
+    Attributes:
+      src: the sending rank, an int >= 0
+        (numpy ints are taken and made ints).
+      dst: the receiving rank, an int >= 0
+        (``src`` itself for a local copy or reduce).
+      chunks: the sender's chunk ids, a tuple of ints >= 0
+        (given as an int or any iterable of ints).
+      reduce: True to add into the receiver's chunks,
+        False to copy over them.
+      into: the receiver's chunk ids, one per sent chunk and none twice
+        (given like ``chunks``; default: ``chunks``).
+
+    Raises:
+      ScheduleError: if a rank or chunk id is not an int >= 0, ``chunks`` is empty,
+        ``into`` differs from it in length or names a chunk twice, or a local transfer moves
+        a chunk onto itself.
+
+    >>> t = Transfer(0, 1, [2, 3], reduce=True)
+    >>> t.chunks, t.into
+    ((2, 3), (2, 3))
+    >>> print(t, Transfer(2, 0, 1, reduce=False, into=3))
+    0->1 [2,3]+ 2->0 [1]>[3]=
+    """
 
     src: int
     dst: int
@@ -123,9 +153,10 @@ def _ids(chunks: int | Iterable[int]) -> tuple[int, ...]:
 
 @dataclass(frozen=True)
 class Symmetry:
-    """How every rank's part of a round follows from rank 0's (one rank's program plus its
-    symmetry): rank 0's transfer 0 -> d of chunks C into I is, at rank r, the transfer
-    r -> ``rank(d, r)`` of chunks ``chunk(C, r)`` into ``chunk(I, r)``.
+    """How every rank's part of a round follows from rank 0's.
+
+    One rank's program plus its symmetry: rank 0's transfer 0 -> d of chunks C into I is, at
+    rank r, the transfer r -> ``rank(d, r)`` of chunks ``chunk(C, r)`` into ``chunk(I, r)``.
 
     - "rotate" (rings, pairwise, Bruck): ``rank(x, r) = (x + r) mod n``; ``chunk(c, r)`` moves
       c by ``stride·r`` within its block of ``modulus`` chunks (a ring's ``(c + r) mod n``).
@@ -134,6 +165,26 @@ class Symmetry:
     - "mirror" (Swing; n even): even ranks as "rotate", odd ones mirrored:
       ``rank(x, r) = (r - x) mod n`` and ``chunk(c, r)`` moves ``-c`` by ``stride·r`` (in its
       block): the even ranks' partner r + d is the odd ones' r - d.
+
+    Attributes:
+      kind: ``"rotate"``, ``"xor"`` or ``"mirror"``
+        (above).
+      n_ranks: the number of ranks, an int >= 1
+        (a power of two for "xor", even for "mirror").
+      stride: how far chunk ids move per rank ("rotate", "mirror"); ``n_ranks`` strides
+        must be a multiple of ``modulus``.
+      modulus: the size of the blocks chunk ids move within
+        ("rotate", "mirror"; >= 1).
+      mask: the bits of the rank that flip chunk ids
+        ("xor"; >= 0).
+
+    Raises:
+      ScheduleError: if the kind is unknown
+        or the numbers do not fit it (above).
+
+    >>> ring = Symmetry("rotate", 4, modulus=4)
+    >>> print(ring.at(Transfer(0, 1, 3, reduce=True), 2))  # rank 0's transfer, at rank 2
+    2->3 [1]+
     """
 
     kind: str
@@ -214,7 +265,30 @@ class Round:
     """Transfers that happen at the same time; each reads the state before the round.
 
     With a ``symmetry``, ``base`` holds rank 0's transfers only and every rank r makes
-    ``symmetry.at(t, r)`` of each (expanded only when :attr:`transfers` is asked for)."""
+    ``symmetry.at(t, r)`` of each (expanded only when :attr:`transfers` is asked for).
+
+    Args:
+      transfers: the round's transfers (:class:`Transfer`), rank 0's only where
+        ``symmetry`` is given.
+      symmetry: a :class:`Symmetry` that makes every rank's transfers from rank 0's, or
+        None (``transfers`` are every rank's).
+
+    Attributes:
+      base: the transfers as given, a tuple
+        (rank 0's, where the round is symmetric).
+      symmetry: the :class:`Symmetry`,
+        or None.
+
+    Raises:
+      ScheduleError: if a transfer is not a :class:`Transfer`, ``symmetry`` is not a
+        :class:`Symmetry`, or a symmetric round is given a transfer not sent by rank 0.
+
+    >>> ring = Round([Transfer(0, 1, 3, reduce=True)], Symmetry("rotate", 4, modulus=4))
+    >>> len(ring), len(ring.base)
+    (4, 1)
+    >>> print(ring)
+    0->1 [3]+  1->2 [0]+  2->3 [1]+  3->0 [2]+
+    """
 
     base: tuple[Transfer, ...]
     symmetry: Symmetry | None = None
@@ -281,12 +355,50 @@ class Round:
 
 @dataclass(frozen=True)
 class Schedule:
-    """An algorithm on ``n_ranks`` ranks whose buffers hold ``n_chunks`` chunks each (and
+    """A collective algorithm as plain data: rounds of transfers between ranks' chunks.
+
+    An algorithm on ``n_ranks`` ranks whose buffers hold ``n_chunks`` chunks each (and
     ``n_scratch`` scratch chunks after them; the input at ``input_at``, the result at
-    ``output_at``: the module docstring).
+    ``output_at``: the module docstring). Schedules concatenate with ``+``.
 
     ``primitive`` and ``root`` say what it promises (see :func:`jaxcoll.verify`); schedules
     from :func:`jaxcoll.schedule` carry them, building blocks and hand-made ones may not.
+
+    Attributes:
+      name: what to call it
+        in printing and errors.
+      n_ranks: the number of ranks,
+        an int >= 1.
+      n_chunks: the primitive's chunks on every rank,
+        an int >= 1.
+      rounds: the rounds, a tuple of :class:`Round` (plain sequences of transfers given
+        here become rounds).
+      primitive: the collective it promises to compute (``"allreduce"``, ...), or ``""``
+        for none.
+      root: the root rank of a rooted primitive
+        (broadcast, reduce, gather, scatter); default 0.
+      n_scratch: the scratch chunks after the primitive's,
+        which start with no data; default 0.
+      input_at: the chunk the input starts at: 0 (default),
+        or a run of ``n_chunks`` scratch chunks.
+      output_at: the chunk the result must end at: 0 (default),
+        or a run of ``n_chunks`` scratch chunks.
+
+    Raises:
+      ScheduleError: where a transfer names a rank or chunk outside the schedule, or the
+        primitive, root, chunk counts or layout are not ones it can serve
+        (:meth:`check_indices`; every schedule is checked when it is made).
+
+    >>> n = 3
+    >>> reduce_scatter = Schedule.build("ring reduce_scatter", n, n_chunks=n, rounds=[
+    ...     [Transfer(r, (r + 1) % n, (r - step - 1) % n, reduce=True) for r in range(n)]
+    ...     for step in range(n - 1)])
+    >>> print(reduce_scatter)
+    ring reduce_scatter: 3 ranks, 3 chunks, 2 rounds   (src->dst [chunks], '+' reduce, '=' copy)
+      round 0 | 0->1 [2]+  1->2 [0]+  2->0 [1]+
+      round 1 | 0->1 [1]+  1->2 [2]+  2->0 [0]+
+    >>> (reduce_scatter + reduce_scatter).n_rounds
+    4
     """
 
     name: str
@@ -319,7 +431,21 @@ class Schedule:
     @classmethod
     def build(cls, name: str, n_ranks: int, *, n_chunks: int,
               rounds: Iterable[Iterable[Transfer]]) -> "Schedule":
-        """Make a schedule from nested iterables of transfers (checked as every schedule is)."""
+        """Make a schedule from nested iterables of transfers (checked as every schedule is).
+
+        Args:
+          name: what to call it
+            (in printing and errors).
+          n_ranks: the number of ranks,
+            an int >= 1.
+          n_chunks: the chunks on every rank,
+            an int >= 1.
+          rounds: each round's transfers,
+            or :class:`Round` objects.
+
+        Returns:
+          The :class:`Schedule`, in place, with no primitive.
+        """
         return cls(name, n_ranks, n_chunks, tuple(rounds))
 
     def check_indices(self) -> None:
@@ -383,6 +509,16 @@ class Schedule:
 
         Data that fanned out from a root now flows into it: a broadcast reversed with
         ``reduce=True`` is a reduce, a scatter reversed with ``reduce=False`` is a gather.
+
+        Args:
+          name: what to call the reversed schedule
+            (in printing and errors).
+          reduce: True to make every turned transfer a reduce,
+            False a copy.
+
+        Returns:
+          The reversed :class:`Schedule`, with no primitive; its input is where this one's
+          output was, and the other way round.
         """
         def back(t: Transfer) -> Transfer:
             return Transfer(t.dst, t.src, t.into, reduce, into=t.chunks)

@@ -1,4 +1,4 @@
-"""The XLA executor: lowers any :class:`~jaxcoll.schedule.Schedule` to ``lax.ppermute`` calls.
+"""The XLA executor: lowers any :class:`~jaxcoll.Schedule` to ``lax.ppermute`` calls.
 
 Every algorithm reaches the devices through here (only the ``xla`` references in
 ``collectives.py`` call other ``lax`` collectives). It runs inside ``shard_map`` (or ``vmap``

@@ -50,21 +50,63 @@ from jaxcoll.lowering.traced_ids import Combine, flag, ids_at, reduced
 
 @dataclass(frozen=True)
 class Pallas:
-    """``executor=Pallas(interpret=...)``: the Pallas executor; ``interpret`` None (compile
-    with Mosaic on TPU, interpret elsewhere), False, True or a ``pltpu.InterpretParams``."""
+    """The second executor: a collective's schedule run as one Pallas TPU kernel.
+
+    Pass ``executor=Pallas(...)`` (or ``executor="pallas"``, the default ``Pallas()``) to a
+    collective to run its schedule's plan as one ``pallas_call`` of remote DMAs instead of
+    XLA's ``collective-permute`` calls; both executors run the same validated plan. It runs
+    inside :func:`jax.shard_map`. Off TPU the kernel runs in Pallas TPU interpret mode,
+    which simulates the DMAs and semaphores on CPU: it checks the kernel's logic, not its
+    speed.
+
+    Attributes:
+      interpret: None (default: compile with Mosaic on TPU, interpret elsewhere), False
+        (always compile with Mosaic), True (interpret, with default parameters) or a
+        ``pltpu.InterpretParams`` (interpret with those; ``detect_races=True`` also checks
+        that the kernel's handshakes leave no race).
+
+    A ring allreduce over 4 devices, each holding two numbers, run by the kernel (here
+    interpreted on CPU):
+
+    >>> import jaxcoll
+    >>> from jax.sharding import Mesh, PartitionSpec as P
+    >>> mesh = Mesh(np.array(jax.devices()[:4]), ("i",))
+    >>> allreduce = jax.shard_map(
+    ...     lambda x: jaxcoll.allreduce(x, "i", algorithm="ring", executor=Pallas()),
+    ...     mesh=mesh, in_specs=P("i"), out_specs=P("i"))
+    >>> print(allreduce(jnp.arange(8.0)))  # (0 + 2 + 4 + 6, 1 + 3 + 5 + 7) on every device
+    [12. 16. 12. 16. 12. 16. 12. 16.]
+    """
 
     interpret: object = None
-    # for tests only: synchronization left out ("ready_wait", "send_wait", "receive_wait"), to
-    # show that interpret mode's race detector catches each (tests/test_pallas.py)
-    drop: tuple[str, ...] = ()
 
     def interpret_params(self):
-        """What ``pallas_call`` gets as ``interpret``."""
+        """What ``pallas_call`` gets as ``interpret``.
+
+        Returns:
+          False where the kernel compiles with Mosaic, else a ``pltpu.InterpretParams``.
+        """
         if self.interpret is None:
             return False if jax.default_backend() == "tpu" else pltpu.InterpretParams()
         if self.interpret is True:
             return pltpu.InterpretParams()
         return self.interpret
+
+
+@dataclass(frozen=True)
+class Unsynchronized(Pallas):
+    """The Pallas executor with waits of its handshake left out on purpose: a knob for tests
+    and lessons, kept out of the public :class:`Pallas` (and out of ``jaxcoll``'s names).
+
+    tests/test_pallas.py and notebook 07 show with it that interpret mode's race detector (or
+    a semaphore left non-zero) catches each wait left out.
+
+    Attributes:
+      drop: the waits left out: any of ``"ready_wait"``, ``"send_wait"``,
+        ``"receive_wait"``.
+    """
+
+    drop: tuple[str, ...] = ()
 
 
 def effects(executor) -> set:
@@ -152,8 +194,9 @@ def _program(segments: tuple[Segment, ...], plan: AxisPlan, me):
     return jnp.concatenate(pieces), tuple(slots)
 
 
-# jax 0.10.2's interpreter hangs once one kernel buffer passes ~96 KB (a 128 KB ring allreduce
-# gave no result in 200 s): interpreted kernels run on column tiles of at most this many bytes
+# jax 0.10.2's interpreter hangs once one kernel buffer is larger than this by some margin
+# (where it was seen to: bench/RESULTS.md, "Numbers that were in code comments"): interpreted
+# kernels run on column tiles of at most this many bytes
 INTERPRET_BYTES = 64 * 1024
 
 # where the program holds this rank's number, whether it is active, and its group's members
@@ -211,7 +254,8 @@ def run(segments: tuple[Segment, ...], buf, plan: AxisPlan, combine: Combine, me
         def _():
             _barrier(refs, plan.n_ranks)
             for segment, row in zip(segments, slots):
-                _run_segment(segment, row, refs, partial(reduced, combine), executor.drop)
+                _run_segment(segment, row, refs, partial(reduced, combine),
+                             getattr(executor, "drop", ()))
 
     def one_kernel(tile):  # (buffer_chunks, tile_width): columns are independent
         return pl.pallas_call(

@@ -132,8 +132,8 @@ def _segment(matchings, send_rows, recv_rows, n_ranks: int, n_chunks: int,
     # times (one per matching), and outside loops, where XLA fuses a round's write into the
     # next round's reads. There, if no rank writes a chunk twice in a round, one scatter does
     # the round's writes; the ids of ranks outside a matching point past the end: dropped.
-    # (At 4 MiB on 8 fake CPU devices: halving_doubling allreduce 29 -> 18 ms, double_tree
-    # 80 -> 38 ms, bidirectional_ring 106 -> 21 ms; the ring's loop keeps its in-place DUS.)
+    # (Found by profiling and measured faster: bench/RESULTS.md, "Numbers that were in code
+    # comments"; the ring's loop keeps its in-place DUS.)
     one_write = ((len(matchings) > 1 or send_rows[0].shape[0] == 1)
                  and _writes_distinct(matchings, recv_rows))
     send_contiguous = tuple(map(_contiguous, send_rows))
@@ -156,7 +156,8 @@ def _explicit_ids(rows: np.ndarray, ranks: list[int], n_ranks: int, first_only: 
     ranks, outside the matching, get 0, 1, ... (never read). Where one rank takes part, no
     table of the ranks: its receive ids are every rank's (one constant row per step); its send
     ids its own, 0, 1, ... elsewhere (a chunk sent from a constant offset made XLA's CPU code
-    copy the whole buffer each round: naive gather 2.4x slower at 4 MiB)."""
+    copy the whole buffer each round: slower, bench/RESULTS.md, "Numbers that were in code
+    comments")."""
     n_steps, _, n_moved = rows.shape
     kept = rows[..., :1] if first_only else rows  # (n_steps, len(ranks), kept)
     if len(ranks) == 1 and sending:

@@ -25,8 +25,9 @@ the checked plan.
 The rounds are checked all at once, not one by one: a plan of thousands of rounds is a few
 numpy operations on arrays of all its transfers (``ids.id_values`` reads every table in one
 go; a run of ids is compared by its first; thousands of small arrays are read as their
-bytes joined), 4.7-4.8% of the time making the plans takes over the registered algorithms at
-1024 ranks (``python bench/plan_check.py``, three runs on a 2-core machine).
+bytes joined): checking adds a few percent to the time making the plans takes (``python
+bench/plan_check.py``; one machine's numbers: bench/RESULTS.md, "Numbers that were in code
+comments").
 
 Which NaN a reduce keeps when both operands are NaN (``lower_sender_first``) is the executor's
 tie-break, not data movement; tests/test_reliability.py checks it.

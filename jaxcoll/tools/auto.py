@@ -18,9 +18,23 @@ _current: dict[str, Calibration] = {}  # set_calibration's, per backend
 
 
 def calibration(backend: str | None = None) -> Calibration:
-    """The calibration calls given none price with for ``backend`` (default: this process's
-    transport): the one set by :func:`set_calibration`, else this machine's cached one, else
-    the one shipped with jaxcoll (cpu, gloo, gpu). ``auto`` may measure first (:func:`for_auto`)."""
+    """The calibration that prices a call given none, for ``backend``.
+
+    The one set by :func:`set_calibration`, else this machine's cached one, else the one
+    shipped with jaxcoll (cpu, gloo, gpu). Nothing is measured here; ``auto`` may measure
+    first (:func:`for_auto`).
+
+    Args:
+      backend: ``"cpu"``, ``"gloo"``, ``"gpu"``, ... (default None: this process's
+        transport, :func:`~jaxcoll.tools.distributed.transport`).
+
+    Returns:
+      The :class:`~jaxcoll.Calibration`: α, β, γ and the per-algorithm factors that
+      :func:`jaxcoll.cost`, :func:`jaxcoll.choose` and ``auto`` price with.
+
+    >>> calibration("cpu").backend
+    'cpu'
+    """
     backend = transport() if backend is None else backend
     if backend in _current:
         return _current[backend]
@@ -28,8 +42,20 @@ def calibration(backend: str | None = None) -> Calibration:
 
 
 def for_auto(primitive: str, n: int) -> Calibration:
-    """What ``auto`` ranks ``primitive`` on n ranks with: the one set by
-    :func:`set_calibration`, else this machine's (measured now if it has none yet)."""
+    """What ``auto`` ranks ``primitive`` on n ranks with.
+
+    The one set by :func:`set_calibration`, else this machine's (measured now if it has none
+    yet).
+
+    Args:
+      primitive: the collective,
+        e.g. ``"allreduce"``.
+      n: the number of ranks
+        it runs on.
+
+    Returns:
+      The :class:`~jaxcoll.Calibration`.
+    """
     backend = transport()
     if backend in _current:
         return _current[backend]
@@ -37,7 +63,14 @@ def for_auto(primitive: str, n: int) -> Calibration:
 
 
 def set_calibration(calibration_: Calibration) -> None:
-    """Use ``calibration_`` for its backend from now on (e.g. the result of :func:`calibrate`)."""
+    """Price calls given no calibration, and rank ``auto``'s algorithms, with this one.
+
+    From now on, in this process, for the calibration's backend (``calibration_.backend``).
+
+    Args:
+      ``calibration_``: a :class:`~jaxcoll.Calibration`, e.g. the result of
+        :func:`~jaxcoll.calibrate`.
+    """
     _current[calibration_.backend] = calibration_
 
 

@@ -125,7 +125,28 @@ def _figure(schedule: Schedule, panels: list[int | None], history):
 
 
 def draw(schedule: Schedule, path, *, gif: bool = False) -> Path:
-    """Write a PNG (or, ``gif=True``, an animated GIF: one frame a round) of ``schedule``."""
+    """Write a picture of ``schedule``: which rank holds whose data after every round.
+
+    One panel per round (the module docstring); needs matplotlib (``jaxcoll[viz]``), and
+    Pillow for a GIF.
+
+    Args:
+      schedule: the :class:`~jaxcoll.Schedule` to draw;
+        it must name its primitive.
+      path: where to write the file
+        (a :class:`pathlib.Path` or a string).
+      gif: False (default) for one PNG of every round's panel, True for an animated GIF
+        of one frame a round.
+
+    Returns:
+      The :class:`pathlib.Path` written.
+
+    Raises:
+      ScheduleError: at the first transfer of the schedule
+        that is not possible.
+      ValueError: if the schedule names no primitive
+        (what its cells hold is read from the primitive's start).
+    """
     history = states(schedule)
     path = Path(path)
     panels = [None, *range(schedule.n_rounds)]

@@ -131,20 +131,40 @@ ALGORITHM_SIZES = (1 << 11, 1 << 17, 1 << 23)  # bytes per rank: 2 KiB, 128 KiB,
 def calibrate(mesh_or_n=None, *, sizes=(1 << 8, 1 << 12, 1 << 16, 1 << 20, 1 << 22),
               steps: int = 8, repeats: int = 7, primitives=(),
               algorithm_sizes=ALGORITHM_SIZES, links: str = "port") -> Calibration:
-    """Measure α, β, γ on the devices at hand: a ring of ppermutes (``steps`` in a loop, so
-    dispatch is amortised) and a local add over a size sweep, each fitted to relative errors.
+    """Measure the cost model's α, β and γ on the devices at hand.
 
-    ``mesh_or_n``: a Mesh (all its axes form the ring) or a device count (the first n devices;
-    default all). Under ``python -m jaxcoll.tools.launch`` (several processes) it measures the
-    transport between them, every process gets the same numbers (:func:`agreed_median`), and
-    the result is for :func:`~jaxcoll.tools.distributed.transport` ``"gloo"``. ``primitives`` (e.g.
-    ``("allreduce",)``): also time every algorithm of those at ``algorithm_sizes`` bytes per
-    rank and fit its per-algorithm factors (see :class:`Calibration`; a minute or more: every
-    algorithm compiles at every size).
-    ``links="shared"`` (with ``primitives``): instead of per-algorithm factors, fit one shared
-    medium's α per round, overhead per message and β per byte to all those times (what
-    processes of one host over loopback are: ``jaxcoll/analysis/calibrations/gloo.json``).
-    Returns the Calibration; pass it to :func:`set_calibration` to use it.
+    A ring of ppermutes (``steps`` in a loop, so dispatch is amortised) and a local add are
+    timed over a size sweep, each fitted to relative errors: α the time a message pays, β
+    the time per byte it carries, γ the time per byte reduced. Under ``python -m
+    jaxcoll.tools.launch`` (several processes) it measures the transport between them,
+    every process gets the same numbers (:func:`agreed_median`), and the result is for
+    :func:`~jaxcoll.tools.distributed.transport` ``"gloo"``.
+
+    Args:
+      mesh_or_n: a Mesh (all its axes form the ring) or a device count (the first n
+        devices); default None: all devices.
+      sizes: the bytes per rank
+        of the sweep.
+      steps: the ppermutes (and adds) each timed call makes
+        in a loop.
+      repeats: the timed calls per size;
+        their median is kept.
+      primitives: collectives, e.g. ``("allreduce",)``, whose every algorithm to also time
+        at ``algorithm_sizes`` and fit per-algorithm factors to (see :class:`Calibration`;
+        slow: every algorithm compiles at every size).
+      algorithm_sizes: the bytes per rank
+        those algorithms are timed at.
+      links: ``"port"`` (default), or ``"shared"`` (with ``primitives``): instead of
+        per-algorithm factors, fit one shared medium's α per round, overhead per message
+        and β per byte to all those times (what processes of one host over loopback are:
+        ``jaxcoll/analysis/calibrations/gloo.json``).
+
+    Returns:
+      The :class:`Calibration`; pass it to :func:`~jaxcoll.set_calibration` to use it.
+
+    Raises:
+      ValueError: if ``links`` is neither ``"port"`` nor ``"shared"``, or is ``"shared"``
+        with no ``primitives``.
     """
     if links not in ("port", "shared") or (links == "shared" and not primitives):
         raise ValueError(f"calibrate: links={links!r}: 'port', or 'shared' with primitives "

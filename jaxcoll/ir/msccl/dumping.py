@@ -45,12 +45,53 @@ class _Action:
 def dump(schedule: Schedule, *, name: str | None = None, proto: str = "Simple",
          inplace: bool | None = None, fused: bool = False, min_bytes: int = 0,
          max_bytes: int = 0) -> str:
-    """``schedule`` as MSCCL XML that RCCL and msccl-executor-nccl run, to the same result
-    under their semantics; in place where the schedule runs so (``inplace`` chooses).
+    """Write a verified schedule as MSCCL XML that RCCL and msccl-executor-nccl run.
 
-    A reducing receive is an ``r`` into scratch and an ``re`` (what RCCL runs), or with
-    ``fused=True`` one ``rrc`` (msccl-executor-nccl only). Raises MscclError where the
-    schedule does not verify or does not fit the runtimes' limits."""
+    The runtimes run the file to the schedule's result under their semantics: every chunk
+    placed in their buffers, each transfer a send and a receive (or a local step),
+    threadblocks per peer, dependencies as the data need them, chains of ``re`` ended where
+    the parser would fuse steps to another sum. A reducing receive is an ``r`` into scratch
+    and an ``re`` (what RCCL runs), or with ``fused=True`` one ``rrc`` (msccl-executor-nccl
+    only).
+
+    Args:
+      schedule: the :class:`~jaxcoll.Schedule` to write; it must name a collective MSCCL
+        has, be rooted at 0 if rooted, and verify (:func:`jaxcoll.verify`).
+      name: the ``<algo>``'s ``name``
+        (default: the schedule's).
+      proto: the runtimes' protocol:
+        ``"Simple"`` (default), ``"LL"`` or ``"LL128"``.
+      inplace: True to write a file run in place (one buffer for input and output), False
+        out of place, None (default) in place where the schedule runs so.
+      fused: True to write each reducing receive as one ``rrc`` step
+        (msccl-executor-nccl only); default False.
+      min_bytes: the ``minBytes`` from which the runtimes choose the file
+        (default 0).
+      max_bytes: the ``maxBytes`` up to which they choose it
+        (default 0: any size).
+
+    Returns:
+      The XML text, a ``str``; :func:`load` reads it back to the same transfers.
+
+    Raises:
+      MscclError: if the schedule names no collective MSCCL has, is rooted elsewhere than
+        0, does not verify, cannot run the way ``inplace`` asks, or does not fit the
+        runtimes' limits (steps per threadblock, threadblocks per channel, ...).
+
+    >>> import jaxcoll
+    >>> text = dump(jaxcoll.schedule("allreduce", "ring", 4))
+    >>> print(text.splitlines()[1])
+    <algo name="ring reduce_scatter + ring allgather" proto="Simple" nchannels="1"
+    nchunksperloop="4" ngpus="4" coll="allreduce" inplace="1" outofplace="0" minBytes="0"
+    maxBytes="0">
+    >>> text.count("<gpu "), text.count("<step ")
+    (4, 60)
+    >>> dump(jaxcoll.schedule("broadcast", "binomial", 4, root=1))
+    Traceback (most recent call last):
+      ...
+    jaxcoll.ir.msccl.parsing.MscclError: msccl.dump: ... is rooted at 1; an MSCCL file names
+    no root (the call does), and jaxcoll reads it as 0
+    """
     if schedule.primitive not in COLL_OF:
         raise MscclError(f"msccl.dump: {schedule!r} names no collective MSCCL has "
                          f"(primitive={schedule.primitive!r})")

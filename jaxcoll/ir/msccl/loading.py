@@ -24,8 +24,20 @@ from jaxcoll.ir.schedules import Round, Schedule, Transfer
 
 @dataclass(frozen=True)
 class Layout:
-    """Where MSCCL's buffers lie in a jaxcoll schedule's chunks, for one coll on n ranks of K
-    chunks per loop, in place or out of place (the module docstring)."""
+    """Where MSCCL's buffers lie in a jaxcoll schedule's chunks (the package docstring).
+
+    For one coll on n ranks of K chunks per loop, in place or out of place.
+
+    Attributes:
+      primitive: jaxcoll's name
+        for the coll.
+      n: the ranks, and ``k`` the chunks per loop
+        (``nchunksperloop``).
+      inplace: True where one buffer is both input and output,
+        False where the input has chunks of its own (``input_at``).
+      s_chunks: the scratch chunks,
+        the most any gpu declares.
+    """
     primitive: str
     n: int
     k: int
@@ -69,8 +81,21 @@ class Layout:
 
 
 def layout_of(program: Program, inplace: bool | None = None) -> Layout:
-    """The :class:`Layout` to load ``program`` with: out of place where the file may run so
-    (``inplace=None``), else in place; ``inplace`` chooses, if the file allows it."""
+    """The :class:`Layout` to load ``program`` with.
+
+    Args:
+      program: a :class:`~jaxcoll.ir.msccl.parsing.Program`,
+        from :func:`parse`.
+      inplace: True in place, False out of place, None out of place where the file may run
+        so, else in place.
+
+    Returns:
+      The :class:`Layout`.
+
+    Raises:
+      MscclError: if the file never runs
+        the way ``inplace`` asks.
+    """
     if inplace is None:
         inplace = not program.outofplace
     if not (program.inplace if inplace else program.outofplace):
@@ -238,9 +263,47 @@ class _Op:
 
 def load(source, *, inplace: bool | None = None, name: str | None = None,
          assume: dict | None = None) -> Schedule:
-    """An MSCCL XML algorithm (a path or the text) as a :class:`~jaxcoll.Schedule`, under the
-    runtimes' semantics; out of place where the file may run so (``inplace`` chooses).
-    ``assume``: values for missing ``<algo>`` attributes (:func:`parse`)."""
+    """Read an MSCCL XML algorithm as a :class:`~jaxcoll.Schedule`, as the runtimes run it.
+
+    The file is read and checked by :func:`parse`; races (two threadblocks touching a chunk,
+    one writing, in no order) and reads of a chunk nothing wrote are refused; each step's
+    data moves go to the earliest round its dependencies, its threadblock's order and its
+    pairing allow. The schedule names the file's collective (root 0 where it has one), so
+    :func:`jaxcoll.verify` checks it and the collectives run it (``algorithm=`` the
+    schedule).
+
+    Args:
+      source: the file's path (a :class:`pathlib.Path`, or a string with no ``<``), or its
+        text.
+      inplace: True to read the file as run in place (one buffer for input and output),
+        False out of place, None (default) out of place where the file may run so.
+      name: the schedule's name
+        (default: the file's ``name``, else ``"msccl COLL"``).
+      assume: values for ``<algo>`` attributes the file lacks
+        (:func:`parse`).
+
+    Returns:
+      The :class:`~jaxcoll.Schedule`, not yet verified.
+
+    Raises:
+      MscclError: if :func:`parse` refuses the file, the file does not run the way
+        ``inplace`` asks, or it races or reads a chunk nothing wrote.
+
+    Warns:
+      MscclWarning: for a chain of ``re`` steps whose counts differ (read as the runtimes
+        run it).
+
+    A ring allreduce written out and read back makes the same transfers:
+
+    >>> import jaxcoll
+    >>> ring = jaxcoll.schedule("allreduce", "ring", 4)
+    >>> back = load(jaxcoll.msccl.dump(ring))
+    >>> back
+    Schedule('ring reduce_scatter + ring allgather', n_ranks=4, n_chunks=4, n_rounds=6)
+    >>> [set(r.transfers) for r in back.rounds] == [set(r.transfers) for r in ring.rounds]
+    True
+    >>> jaxcoll.verify(back)
+    """
     program = parse(source, assume, _stacklevel=3)
     layout = layout_of(program, inplace)
     before = _predecessors(program)

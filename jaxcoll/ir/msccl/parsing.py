@@ -15,13 +15,19 @@ from jaxcoll.ir.schedules import ScheduleError
 
 
 class MscclWarning(UserWarning):
-    """A file the runtimes run to another result than its steps read one by one suggest (a
-    chain of ``re`` steps whose counts differ); jaxcoll reads it as the runtimes run it."""
+    """A file the runtimes run to another result than its steps, read one by one, suggest.
+
+    Warned for a chain of ``re`` steps whose counts differ (the runtimes' parser fuses them
+    and keeps the last count); jaxcoll reads the file as the runtimes run it.
+    """
 
 
 class MscclError(ScheduleError):
-    """An MSCCL XML file (or a schedule to write as one) that MSCCL's runtimes would not run,
-    or would run to another result; the message names the gpu, threadblock and step."""
+    """An MSCCL XML file, or a schedule to write as one, that MSCCL's runtimes would not run.
+
+    Also raised where they would run it to another result than the schedule's. The message
+    names the gpu, threadblock and step. A :class:`~jaxcoll.ScheduleError`.
+    """
 
 
 # coll -> jaxcoll's primitive; msccl-tools writes "reduce_scatter", the runtimes "reducescatter"
@@ -48,6 +54,23 @@ STEP_ATTRIBUTES = ("s", "type", "srcbuf", "srcoff", "dstbuf", "dstoff", "cnt", "
 
 @dataclass
 class Step:
+    """One ``<step>`` of a threadblock, as the file writes it and as the kernel runs it.
+
+    Attributes:
+      gpu: the gpu (rank) of its threadblock,
+        and ``tb`` that threadblock's id.
+      index: its position in the threadblock (``s``, nops included);
+        the other attributes are the file's (``type`` ... ``hasdep``).
+      written_cnt: ``cnt`` as the file writes it (-1: the same); ``cnt`` is what the
+        kernel runs, a chained ``re``'s last count.
+      chain: for an ``re``, the ``re`` steps the parser fuses with it,
+        in order.
+      waiting: the steps (its nops, itself) that carry a ``depid``,
+        and ``waits`` the steps whose flags end those waits.
+      flag: what the kernel publishes
+        when it ends a transmission.
+    """
+
     gpu: int
     tb: int
     index: int
@@ -77,6 +100,19 @@ class Step:
 
 @dataclass
 class Threadblock:
+    """One ``<tb>``: an ordered list of steps with one send and one receive connection.
+
+    Attributes:
+      gpu: the gpu (rank) it runs on,
+        and ``id`` its id there.
+      send: the peer it sends to on its channel ``chan``
+        (-1: none).
+      recv: the peer it receives from on its channel
+        (-1: none).
+      steps: its :class:`Step` list,
+        in order.
+    """
+
     gpu: int
     id: int
     send: int
@@ -87,7 +123,22 @@ class Threadblock:
 
 @dataclass
 class Program:
-    """An MSCCL XML algorithm, read and checked by the runtime's rules."""
+    """An MSCCL XML algorithm, read and checked by the runtime's rules (:func:`parse`).
+
+    Attributes:
+      name: the ``<algo>``'s ``name``
+        ("" where it has none).
+      coll: the collective as the file names it,
+        and ``primitive`` as jaxcoll does.
+      ngpus: the ranks; ``nchunks`` its ``nchunksperloop``,
+        ``nchannels`` and ``proto`` as written.
+      inplace: whether the runtimes may choose it in place,
+        and ``outofplace`` out of place.
+      min_bytes: its ``minBytes``,
+        and ``max_bytes`` its ``maxBytes``.
+      gpus: gpu id -> ``{"i_chunks", "o_chunks", "s_chunks", "tbs": {id:
+        Threadblock}}``.
+    """
     name: str
     coll: str
     primitive: str
@@ -147,10 +198,39 @@ def _attribute(node, name: str, where: str, integer: bool = True):
 
 
 def parse(source, assume: dict | None = None, *, _stacklevel: int = 2) -> Program:
-    """Read an MSCCL XML algorithm (a path or the text) by the runtime's rules, without
-    making a schedule of it: every threadblock, step, pairing and dependency checked.
-    ``assume``: values for ``<algo>`` attributes the file lacks (msccl-tools' writer leaves
-    out ``outofplace``, ``minBytes`` and ``maxBytes``, which the runtimes require)."""
+    """Read and check an MSCCL XML algorithm by the runtimes' rules, without making a schedule.
+
+    Every threadblock, step, pairing, dependency, chain of ``re`` steps and limit is checked
+    as the runtimes' parser and kernel would (the rules: :mod:`jaxcoll.ir.msccl`).
+
+    Args:
+      source: the file's path (a :class:`pathlib.Path`, or a string with no ``<``), or its
+        text.
+      assume: values for ``<algo>`` attributes the file lacks (msccl-tools' writer leaves
+        out ``outofplace``, ``minBytes`` and ``maxBytes``, which the runtimes require),
+        e.g. ``{"outofplace": 0, "minBytes": 0, "maxBytes": 0}``; None for none.
+
+    Returns:
+      The :class:`Program`: the ``<algo>`` attributes and every gpu's threadblocks and
+      steps.
+
+    Raises:
+      MscclError: if the XML is malformed, an attribute is missing or out of range, or a
+        step, pairing or dependency is one the runtimes would refuse or run otherwise.
+
+    Warns:
+      MscclWarning: for a chain of ``re`` steps whose counts differ
+        (read as the runtimes run it).
+
+    >>> import jaxcoll
+    >>> program = parse(jaxcoll.msccl.dump(jaxcoll.schedule("allreduce", "ring", 4)))
+    >>> program.coll, program.ngpus, program.nchunks, program.inplace
+    ('allreduce', 4, 4, True)
+    >>> parse("<algo")
+    Traceback (most recent call last):
+      ...
+    jaxcoll.ir.msccl.parsing.MscclError: msccl: malformed XML: unclosed token: line 1, column 0
+    """
     text = Path(source).read_text() if _is_path(source) else str(source)
     try:
         root = ElementTree.fromstring(text)
