@@ -461,11 +461,13 @@ print("collective-permutes in the kernel's program:", body.count("collective-per
 # The race detector earns its place: the first version of this handshake had one `ready`
 # semaphore per matching, a count anyone could add to, and the tree allreduce at n = 8 came
 # out wrong with a race reported; a fast receiver's signal for a later round had let a sender
-# overwrite a slot still being read. Drop any one wait on purpose (`drop=` is a test knob) and
-# it is caught:
+# overwrite a slot still being read. Drop any one wait on purpose (`Unsynchronized`, a knob
+# kept out of `jaxcoll.Pallas`) and it is caught:
 
 # %%
-broken = jaxcoll.Pallas(interpret=CHECKED, drop=("receive_wait",))
+from jaxcoll.lowering.pallas_kernel import Unsynchronized
+
+broken = Unsynchronized(interpret=CHECKED, drop=("receive_wait",))
 ring_broken = by_rows(lambda b: jaxcoll.allreduce(b, AXIS, algorithm="ring", executor=broken))
 report = lesson.race_report(lambda: ring_broken(xr))   # what the detector printed or raised
 pltpu.reset_tpu_interpret_mode_state()
