@@ -56,7 +56,20 @@ BUCKET_BYTES = 25 * 2**20  # PyTorch DDP's default bucket_cap_mb
 
 
 def algorithms(primitive: str) -> tuple[str, ...]:
-    """The algorithm names ``primitive`` accepts, ``"auto"`` and ``"xla"`` included."""
+    """The algorithm names ``primitive`` accepts, ``"auto"`` and ``"xla"`` included.
+
+    Args:
+      primitive: a collective's name: ``"allreduce"``, ``"reduce_scatter"``, ``"allgather"``,
+        ``"alltoall"``, ``"broadcast"``, ``"reduce"``, ``"gather"`` or ``"scatter"``.
+
+    Returns:
+      A tuple of names, each one the collective's ``algorithm=`` takes: ``"auto"`` (the
+      cost model's pick), ``"xla"`` (lax's built-in), then its schedules' algorithms, sorted.
+
+    Raises:
+      ValueError: if ``primitive`` is not one of the eight collectives (the message lists
+        them).
+    """
     check_choice("algorithms", "primitive", primitive, tuple(SCHEDULES))
     return ("auto", "xla", *sorted(SCHEDULES[primitive]))
 
@@ -66,8 +79,61 @@ def _positive_int(value) -> bool:
 
 
 def schedule(primitive: str, algorithm: str, n, *, root: int = 0, pieces: int = 1) -> Schedule:
-    """The schedule ``algorithm`` runs for ``primitive`` on ``n`` ranks (plain data, no JAX);
-    for ``hierarchical``, ``n`` is the tuple of the levels' sizes, outermost first."""
+    """The schedule ``algorithm`` runs for ``primitive`` on ``n`` ranks (plain data, no JAX).
+
+    A schedule is rounds of ``src -> dst`` chunk transfers: ``print`` shows them,
+    :func:`verify` proves them, :func:`cost` prices them, and a collective runs one given as
+    its ``algorithm=`` (the one it was built for, on as many ranks).
+
+    Args:
+      primitive: the collective: ``"allreduce"``, ``"reduce_scatter"``, ``"allgather"``,
+        ``"alltoall"``, ``"broadcast"``, ``"reduce"``, ``"gather"`` or ``"scatter"``.
+      algorithm: one of its algorithms, as :func:`algorithms` lists them less ``"auto"``
+        and ``"xla"`` (which are no schedule), e.g. ``"ring"`` or ``"binomial"``.
+      n: the number of ranks, an int >= 1; for ``hierarchical``, the tuple of the levels'
+        sizes, outermost first, e.g. ``(2, 4)`` or ``(2, 2, 2)``.
+      root: the rank that sends (broadcast, scatter) or receives (reduce, gather), in
+        ``0..n-1``; the collectives with no root take the default, 0.
+      pieces: how many pieces a pipelined algorithm cuts the buffer into, an int >= 1
+        (only a pipelined algorithm, such as ``tree``, takes more than 1).
+
+    Returns:
+      The :class:`~jaxcoll.Schedule`, its ``primitive`` set, so that :func:`verify` checks
+      it and a collective accepts it as ``algorithm=``.
+
+    Raises:
+      ValueError: if ``primitive`` is not a collective or ``algorithm`` not one of its
+        algorithms; if ``n`` is not an int >= 1 (for ``hierarchical``, not a non-empty
+        tuple of them); if ``pieces`` is not an int >= 1, or is more than 1 for an
+        algorithm that is not pipelined; if ``root`` is outside ``0..n-1``.
+      TypeError: if ``root`` is not a Python int (a float, a bool or a traced
+        value).
+
+    Examples:
+      The ring allreduce on 4 ranks: a ring reduce-scatter (``+``: the receiver adds the
+      chunk) then a ring allgather (``=``: it copies it), 2(n-1) rounds:
+
+      >>> import jaxcoll
+      >>> ring = jaxcoll.schedule("allreduce", "ring", 4)
+      >>> print(ring)
+      ring reduce_scatter + ring allgather: 4 ranks, 4 chunks, 6 rounds ...
+        round 0 | 0->1 [3]+  1->2 [0]+  2->3 [1]+  3->0 [2]+
+        round 1 | 0->1 [2]+  1->2 [3]+  2->3 [0]+  3->0 [1]+
+        round 2 | 0->1 [1]+  1->2 [2]+  2->3 [3]+  3->0 [0]+
+        round 3 | 0->1 [0]=  1->2 [1]=  2->3 [2]=  3->0 [3]=
+        round 4 | 0->1 [3]=  1->2 [0]=  2->3 [1]=  3->0 [2]=
+        round 5 | 0->1 [2]=  1->2 [3]=  2->3 [0]=  3->0 [1]=
+      >>> jaxcoll.verify(ring)  # silent: every rank ends with every contribution once
+
+      A binomial broadcast from rank 2 on 8 ranks doubles the ranks that hold the data in
+      each round, ceil(log2 8) = 3 rounds:
+
+      >>> print(jaxcoll.schedule("broadcast", "binomial", 8, root=2))
+      binomial broadcast: 8 ranks, 1 chunks, 3 rounds ...
+        round 0 | 2->6 [0]=
+        round 1 | 2->4 [0]=  6->0 [0]=
+        round 2 | 2->3 [0]=  4->5 [0]=  6->7 [0]=  0->1 [0]=
+    """
     check_choice("schedule", "primitive", primitive, tuple(SCHEDULES))
     check_choice("schedule", "algorithm", algorithm, tuple(sorted(SCHEDULES[primitive])))
     if two_level(primitive, algorithm):
@@ -266,16 +332,81 @@ def _compressed(primitive: str, compress, algorithm: str, leaves: list, op: str 
 def allreduce(x, axis, *, op: str = "sum", algorithm: str = "auto",
               bucket_bytes: int | None = BUCKET_BYTES, accum_dtype=None, compress=None,
               axis_index_groups=None, executor="xla"):
-    """Every rank gets ``op`` of ``x`` over ``axis`` (like ``lax.psum``/``pmax``/``pmin``/
-    ``pmean``).
+    """Every rank gets ``op`` of ``x`` over ``axis``.
 
-    ``compress`` (``"bf16"``, ``"fp8"``, ``"int8"`` or a :class:`Compress`): transfers carry
-    quantized blocks, sums stay float32; error bound in compression.py (``two_shot``: each
-    value quantized at most twice; ``ring``: at every hop).
+    Like ``lax.psum``, ``lax.pmean``, ``lax.pmax`` and ``lax.pmin``, run by one of jaxcoll's
+    schedules (or, ``algorithm="xla"``, by the built-in itself).
+
     Cost, ring: 2(n-1)α + 2(n-1)/n·Nβ + (n-1)/n·Nγ; naive: 2(n-1)α + 2(n-1)·Nβ + (n-1)·Nγ;
     tree (p = pipeline_pieces(N) pieces, M <= 4(floor(log2 n) + p - 1) messages):
     M(α + Nβ/p) + M/2·Nγ/p (half of them add into the receiver). Compressed: N is the
     encoded size (int8: 0.258x float32 with blocks of 128).
+
+    Args:
+      x: an array or a pytree of arrays (a number counts as a 0-d array), this rank's
+        block.
+      axis: the axis name it runs over, bound by ``jax.shard_map`` (a mesh axis) or by
+        ``jax.vmap(..., axis_name=...)``; or a tuple (or list) of names, ranks row-major.
+      op: the reduction: ``"sum"`` (default), ``"mean"``, ``"max"`` or
+        ``"min"``.
+      algorithm: ``"auto"`` (default: the cost model's fastest for each bucket), ``"xla"``
+        (lax's built-in), a name from ``algorithms("allreduce")``, or a
+        :class:`~jaxcoll.Schedule` from :func:`schedule` for it, on this many ranks.
+      bucket_bytes: the most bytes of ``x`` one collective carries (default
+        ``BUCKET_BYTES``, 25 MiB): a pytree's leaves are packed into buckets of at most this
+        many, one collective each; None: one bucket per dtype. ``"xla"`` ignores it.
+      accum_dtype: a dtype every leaf is cast to, reduced (and, for ``"mean"``, divided)
+        in, and cast back from, ``"xla"`` included; None (default): each leaf's own.
+      compress: None (default), ``"bf16"``, ``"fp8"``, ``"int8"`` or a :class:`Compress`:
+        transfers carry quantized blocks, sums stay float32; error bound in compression.py
+        (``two_shot``: each value quantized at most twice; ``ring``: at every hop).
+      axis_index_groups: lax's groups: lists of ranks of ``axis`` that hold each rank once
+        (of different sizes too, as psum's); each group reduces on its own.
+      executor: how a schedule runs: ``"xla"`` (default: XLA collective-permutes),
+        ``"pallas"`` or a :class:`~jaxcoll.Pallas` (one Pallas TPU kernel).
+
+    Returns:
+      ``op`` of ``x`` over the ranks of ``axis`` (of this rank's group), on every rank:
+      ``x``'s structure, shapes and dtypes (a sum of bools is int32, as psum's), typed
+      invariant over ``axis`` as lax's (varying, with groups).
+
+    Raises:
+      ValueError: if ``algorithm``, ``op``, ``compress`` or ``executor`` is not one of those
+        allowed (a schedule for another collective or rank count included);
+        ``bucket_bytes`` < 1; ``axis_index_groups`` that do not hold every rank once;
+        ``"hierarchical"`` on an axis that is not a tuple of names, or with groups;
+        ``compress`` with ``"xla"``, ``op="max"``/``"min"`` or ``executor="pallas"``;
+        ``algorithm="xla"`` with ``executor="pallas"``.
+      TypeError: if a leaf of ``x`` is not an array or a number of a numeric dtype;
+        ``axis`` is not a name or a tuple of names; ``bucket_bytes`` is not an int;
+        ``op="mean"`` of integers or ``"max"``/``"min"`` of complex numbers; ``accum_dtype``
+        is not a numeric dtype, or is narrower than a leaf; ``compress`` of leaves that
+        are not floats of at most 32 bits, or with an ``accum_dtype`` other than float32.
+      NameError: if ``axis`` is not bound here: a misspelt name, or a call outside
+        ``jax.shard_map`` and ``jax.vmap`` (JAX's words first: "unbound axis name").
+      ScheduleError: a ``ValueError``: a :class:`~jaxcoll.Schedule` given as
+        ``algorithm`` does not do what allreduce promises.
+
+    Examples:
+      Each of 4 ranks holds one row of ``x`` and gets the sum of the four, from a ring of
+      ppermutes:
+
+      >>> import jax, jaxcoll, numpy as np
+      >>> from jax.sharding import Mesh, PartitionSpec as P
+      >>> mesh = Mesh(np.array(jax.devices()[:4]), ("i",))
+      >>> @jax.shard_map(mesh=mesh, in_specs=P("i"), out_specs=P())
+      ... def total(x):  # x: this rank's row, shape (1, 3)
+      ...     return jaxcoll.allreduce(x, "i", algorithm="ring")
+      >>> x = np.arange(12).reshape(4, 3)
+      >>> print(np.asarray(total(x)))
+      [[18 22 26]]
+
+      ``op="mean"`` is ``lax.pmean``'s; here ``"auto"`` picks the algorithm:
+
+      >>> mean = jax.shard_map(lambda x: jaxcoll.allreduce(x, "i", op="mean"), mesh=mesh,
+      ...                      in_specs=P("i"), out_specs=P())
+      >>> print(np.asarray(mean(x.astype(np.float32))))
+      [[4.5 5.5 6.5]]
     """
     if (algorithm != "xla" and _several_vmap_axes(axis) and compress is None
             and axis_index_groups is None and not two_level("allreduce", algorithm)):
@@ -314,12 +445,43 @@ def allreduce(x, axis, *, op: str = "sum", algorithm: str = "auto",
 
 def allreduce_with_feedback(x, residual, axis, *, compress, op: str = "mean",
                             algorithm: str = "auto", bucket_bytes: int | None = BUCKET_BYTES):
-    """``allreduce(x + residual, compress=...)`` and the next residual: what compression
-    dropped at this rank (error feedback: pass it back in at the next step).
+    """A compressed allreduce with error feedback: ``allreduce(x + residual, compress=...)``.
 
-    ``residual``: x's structure, float32 (zeros at the first step). Summed over ranks, the
-    residuals are exactly what the result lacks (of the sum; ``op="mean"`` divides the result
-    only), so adding them back at the next step leaves no error behind, only a delay.
+    It also returns the next residual, what compression dropped at this rank: pass it back
+    in at the next step. Summed over ranks, the residuals are exactly what the result lacks
+    (of the sum; ``op="mean"`` divides the result only), so adding them back at the next
+    step leaves no error behind, only a delay.
+
+    Args:
+      x: an array or a pytree of arrays (a number counts as a 0-d array), this rank's
+        block.
+      residual: what compression dropped at the last step, ``x``'s structure and shapes,
+        float32 (zeros at the first step).
+      axis: the axis name it runs over, bound by ``jax.shard_map`` (a mesh axis) or by
+        ``jax.vmap(..., axis_name=...)``; or a tuple (or list) of names, ranks row-major.
+      compress: ``"bf16"``, ``"fp8"``, ``"int8"`` or a :class:`Compress`, keyword-only and
+        required: as :func:`allreduce`'s.
+      op: ``"mean"`` (default) or ``"sum"``, the reductions whose error the model
+        bounds.
+      algorithm: ``"auto"`` (default: the cost model's fastest for each bucket), ``"xla"``
+        (lax's built-in), a name from ``algorithms("allreduce")``, or a
+        :class:`~jaxcoll.Schedule` from :func:`schedule` for it, on this many ranks.
+      bucket_bytes: the most bytes of ``x`` one collective carries (default
+        ``BUCKET_BYTES``, 25 MiB): a pytree's leaves are packed into buckets of at most this
+        many, one collective each; None: one bucket per dtype. ``"xla"`` ignores it.
+
+    Returns:
+      A pair ``(result, residual)``: the allreduce of ``x + residual`` (``x``'s structure,
+      shapes and dtypes), and this rank's next residual (float32, ``x``'s structure).
+
+    Raises:
+      ValueError: if ``compress`` is None or not one, ``residual`` does not match ``x``'s
+        structure and shapes, ``op`` is neither ``"sum"`` nor ``"mean"``, or as
+        :func:`allreduce` raises (``algorithm="xla"`` included: it compresses nothing).
+      TypeError: as :func:`allreduce` raises, e.g. for a leaf that is not an
+        array.
+      NameError: if ``axis`` is not bound here (a misspelt name, or a call outside
+        ``jax.shard_map`` and ``jax.vmap``).
     """
     algorithm, n, _, leaves, treedef, _ = _arguments("allreduce", x, axis, algorithm, bucket_bytes,
                                                      op=op, fn="allreduce_with_feedback")
@@ -346,10 +508,69 @@ def allreduce_with_feedback(x, residual, axis, *, compress, op: str = "mean",
 def reduce_scatter(x, axis, *, op: str = "sum", dim: int = 0, tiled: bool = False,
                    algorithm: str = "auto", bucket_bytes: int | None = BUCKET_BYTES,
                    accum_dtype=None, compress=None, axis_index_groups=None, executor="xla"):
-    """Rank i gets block i (along ``dim``) of ``op`` of ``x`` over ``axis`` (``lax.psum_scatter``).
+    """Rank i gets block i (along ``dim``) of ``op`` of ``x`` over ``axis``.
 
-    ``compress``: as allreduce's (``pairwise``: each value quantized once, at its source).
+    ``lax.psum_scatter(x, axis, scatter_dimension=dim, tiled=tiled)`` for ``op="sum"``.
     Cost, ring: (n-1)α + (n-1)/n·Nβ + (n-1)/n·Nγ; naive: 2(n-1)α + (n-1)(N + N/n)β + (n-1)·Nγ.
+
+    Args:
+      x: an array or a pytree of arrays (a number counts as a 0-d array), this rank's
+        block.
+      axis: the axis name it runs over, bound by ``jax.shard_map`` (a mesh axis) or by
+        ``jax.vmap(..., axis_name=...)``; or a tuple (or list) of names, ranks row-major.
+      op: the reduction: ``"sum"`` (default), ``"mean"``, ``"max"`` or
+        ``"min"``.
+      dim: the dimension of each leaf split into n blocks, block i for rank i
+        (default 0).
+      tiled: False (default): ``dim``'s size must be n, and the result drops it; True: a
+        multiple of n, and the result keeps it, n times shorter.
+      algorithm: ``"auto"`` (default: the cost model's fastest for each bucket), ``"xla"``
+        (lax's built-in), a name from ``algorithms("reduce_scatter")``, or a
+        :class:`~jaxcoll.Schedule` from :func:`schedule` for it, on this many ranks.
+      bucket_bytes: the most bytes of ``x`` one collective carries (default
+        ``BUCKET_BYTES``, 25 MiB): a pytree's leaves are packed into buckets of at most this
+        many, one collective each; None: one bucket per dtype. ``"xla"`` ignores it.
+      accum_dtype: a dtype every leaf is cast to, reduced (and, for ``"mean"``, divided)
+        in, and cast back from, ``"xla"`` included; None (default): each leaf's own.
+      compress: as :func:`allreduce`'s (``pairwise``: each value quantized once, at its
+        source).
+      axis_index_groups: lax's groups: lists of ranks of ``axis`` that hold each rank once;
+        each group runs the collective on its own (None, default: the whole axis).
+      executor: how a schedule runs: ``"xla"`` (default: XLA collective-permutes),
+        ``"pallas"`` or a :class:`~jaxcoll.Pallas` (one Pallas TPU kernel).
+
+    Returns:
+      This rank's block of ``op`` of ``x`` over the ranks (of its group): ``x``'s structure
+      and dtypes, each leaf's ``dim`` dropped (``tiled=False``) or n times shorter.
+
+    Raises:
+      ValueError: if ``algorithm``, ``op``, ``compress`` or ``executor`` is not one of those
+        allowed (a schedule for another collective or rank count included);
+        ``bucket_bytes`` < 1; ``axis_index_groups`` that are not groups of equal size
+        holding every rank once; ``"hierarchical"`` on an axis that is not a tuple of
+        names, or with groups; ``dim`` out of range, a 0-d leaf, or ``dim``'s size not n
+        (``tiled=False``) or not a multiple of it (``tiled=True``); ``compress`` with
+        ``"xla"``, ``op="max"``/``"min"`` or ``executor="pallas"``.
+      TypeError: if a leaf of ``x`` is not an array or a number of a numeric dtype;
+        ``axis`` is not a name or a tuple of names; ``bucket_bytes`` or ``dim`` is not an
+        int, or ``tiled`` not a bool; a leaf of dtype bool; ``op="mean"`` of integers or
+        ``"max"``/``"min"`` of complex numbers; ``accum_dtype`` is not a numeric dtype, or
+        is narrower than a leaf; ``compress`` of leaves that are not floats of at most 32 bits.
+      NameError: if ``axis`` is not bound here: a misspelt name, or a call outside
+        ``jax.shard_map`` and ``jax.vmap`` (JAX's words first: "unbound axis name").
+      ScheduleError: a ``ValueError``: a :class:`~jaxcoll.Schedule` given as
+        ``algorithm`` does not do what reduce_scatter promises.
+
+    Examples:
+      Each of 4 ranks holds 4 values; rank i gets the sum of the ranks' value i:
+
+      >>> import jax, jaxcoll, numpy as np
+      >>> from jax.sharding import Mesh, PartitionSpec as P
+      >>> mesh = Mesh(np.array(jax.devices()[:4]), ("i",))
+      >>> f = jax.shard_map(lambda x: jaxcoll.reduce_scatter(x, "i", tiled=True),
+      ...                   mesh=mesh, in_specs=P("i"), out_specs=P("i"))
+      >>> print(np.asarray(f(np.arange(16))))  # rank i: i + (4 + i) + (8 + i) + (12 + i)
+      [24 28 32 36]
     """
     algorithm, n, _, leaves, treedef, groups = _arguments(
         "reduce_scatter", x, axis, algorithm, bucket_bytes, op=op, groups=axis_index_groups,
@@ -377,12 +598,72 @@ def allgather(x, axis, *, dim: int = 0, tiled: bool = False, algorithm: str = "a
               to: str = "varying", executor="xla"):
     """Every rank gets all ranks' ``x`` stacked (or, ``tiled``, concatenated) along ``dim``.
 
-    Matches ``lax.all_gather(x, axis, axis=dim, tiled=tiled)``; ``bucket_bytes`` counts the
-    input (a bucket's gathered buffer is n times bigger). ``compress``: each value quantized
-    once, at its source, whatever the algorithm; every rank gets the same decoded values.
-    ``to="invarying"``: typed invariant under check_vma, as lax's (its transpose keeps this
-    rank's block of the cotangent, no communication).
+    Matches ``lax.all_gather(x, axis, axis=dim, tiled=tiled)``.
     Cost, ring: (n-1)α + (n-1)·Nβ; naive: 2(n-1)α + (n-1)(N + nN)β (N = bytes of ``x``).
+
+    Args:
+      x: an array or a pytree of arrays (a number counts as a 0-d array), this rank's
+        block.
+      axis: the axis name it runs over, bound by ``jax.shard_map`` (a mesh axis) or by
+        ``jax.vmap(..., axis_name=...)``; or a tuple (or list) of names, ranks row-major.
+      dim: where the n blocks go, in rank order: a new dimension they are stacked along,
+        or (``tiled``) the existing one they are concatenated along; default 0.
+      tiled: False (default): stack the n blocks along a new dimension ``dim``; True:
+        concatenate them along ``dim``.
+      algorithm: ``"auto"`` (default: the cost model's fastest for each bucket), ``"xla"``
+        (lax's built-in), a name from ``algorithms("allgather")``, or a
+        :class:`~jaxcoll.Schedule` from :func:`schedule` for it, on this many ranks.
+      bucket_bytes: the most bytes of ``x`` one collective carries, counted on the input (a
+        bucket's gathered buffer is n times bigger); default ``BUCKET_BYTES``, 25 MiB;
+        None: one bucket per dtype. ``"xla"`` ignores it.
+      compress: None (default), ``"bf16"``, ``"fp8"``, ``"int8"`` or a :class:`Compress`:
+        each value quantized once, at its source, whatever the algorithm; every rank gets
+        the same decoded values.
+      axis_index_groups: lax's groups: lists of ranks of ``axis``, of one size, that hold
+        each rank once; each group runs the collective on its own (None: the whole axis).
+      to: ``"varying"`` (default), ``"invarying"``: typed invariant under check_vma, as
+        lax's (its transpose keeps this rank's block of the cotangent, no communication),
+        or ``"reduced"`` (its transpose a reduce_scatter of the unreduced cotangent).
+      executor: how a schedule runs: ``"xla"`` (default: XLA collective-permutes),
+        ``"pallas"`` or a :class:`~jaxcoll.Pallas` (one Pallas TPU kernel).
+
+    Returns:
+      The ranks' ``x`` (of this rank's group), in rank order, with ``x``'s structure and
+      dtypes: each leaf one dimension longer (n at ``dim``), or, ``tiled``, n times longer
+      along ``dim``.
+
+    Raises:
+      ValueError: if ``algorithm`` or ``executor`` is not one of those allowed (a schedule
+        for another collective or rank count included); ``bucket_bytes`` < 1;
+        ``axis_index_groups`` that are not groups of one size holding every rank once;
+        ``"hierarchical"`` on an axis that is not a tuple of names, or with groups;
+        ``algorithm="xla"`` with ``executor="pallas"``;
+        ``dim`` out of range, or ``tiled`` with a 0-d leaf; ``to`` not one of ``"varying"``,
+        ``"invarying"``, ``"reduced"``, or not ``"varying"`` with groups; ``compress`` not
+        one, or with ``"xla"`` or ``executor="pallas"``.
+      TypeError: if a leaf of ``x`` is not an array or a number of a numeric dtype;
+        ``axis`` is not a name or a tuple of names; ``bucket_bytes`` is not an int;
+        ``dim`` is not an int or ``tiled`` not a bool; ``compress`` of leaves that are not
+        floats of at most 32 bits.
+      NameError: if ``axis`` is not bound here: a misspelt name, or a call outside
+        ``jax.shard_map`` and ``jax.vmap`` (JAX's words first: "unbound axis name").
+      ScheduleError: a ``ValueError``: a :class:`~jaxcoll.Schedule` given as
+        ``algorithm`` does not do what allgather promises.
+
+    Examples:
+      Each of 4 ranks holds one value; each gets all four (``[None]`` makes each rank's
+      result a row of what is printed):
+
+      >>> import jax, jaxcoll, numpy as np
+      >>> from jax.sharding import Mesh, PartitionSpec as P
+      >>> mesh = Mesh(np.array(jax.devices()[:4]), ("i",))
+      >>> f = jax.shard_map(lambda x: jaxcoll.allgather(x, "i", tiled=True)[None],
+      ...                   mesh=mesh, in_specs=P("i"), out_specs=P("i"))
+      >>> print(np.asarray(f(np.arange(4))))
+      [[0 1 2 3]
+       [0 1 2 3]
+       [0 1 2 3]
+       [0 1 2 3]]
     """
     algorithm, n, _, leaves, treedef, groups = _arguments(
         "allgather", x, axis, algorithm, bucket_bytes, groups=axis_index_groups,
@@ -410,13 +691,72 @@ def allgather(x, axis, *, dim: int = 0, tiled: bool = False, algorithm: str = "a
 def alltoall(x, axis, *, split_dim: int, concat_dim: int, tiled: bool = False,
              algorithm: str = "auto", bucket_bytes: int | None = BUCKET_BYTES,
              axis_index_groups=None, executor="xla"):
-    """Rank i's block j (along ``split_dim``) goes to rank j, which puts it at place i along
-    ``concat_dim`` (``lax.all_to_all(x, axis, split_dim, concat_dim, tiled=tiled)``).
+    """Rank i's block j (along ``split_dim``) goes to rank j, at place i along ``concat_dim``.
 
-    Blocks as in ``reduce_scatter``: ``tiled=False`` needs x.shape[split_dim] == n, drops that
+    ``lax.all_to_all(x, axis, split_dim, concat_dim, tiled=tiled)``. Blocks as in
+    :func:`reduce_scatter`: ``tiled=False`` needs x.shape[split_dim] == n, drops that
     dimension and stacks the n received blocks as a new one at ``concat_dim``.
     Cost, naive (pairwise): (n-1)α + (n-1)/n·Nβ; bruck: ceil(log2 n)α + about
     ceil(log2 n)/2·Nβ.
+
+    Args:
+      x: an array or a pytree of arrays (a number counts as a 0-d array), this rank's
+        block.
+      axis: the axis name it runs over, bound by ``jax.shard_map`` (a mesh axis) or by
+        ``jax.vmap(..., axis_name=...)``; or a tuple (or list) of names, ranks row-major.
+      split_dim: the dimension of each leaf split into n blocks, block j for rank j;
+        keyword-only, required.
+      concat_dim: where the n received blocks go, in the senders' order (an index into the
+        result); keyword-only, required.
+      tiled: False (default): ``split_dim``'s size must be n, dropped, and the blocks are
+        stacked along a new ``concat_dim``; True: a multiple of n, concatenated.
+      algorithm: ``"auto"`` (default: the cost model's fastest for each bucket), ``"xla"``
+        (lax's built-in), a name from ``algorithms("alltoall")``, or a
+        :class:`~jaxcoll.Schedule` from :func:`schedule` for it, on this many ranks.
+      bucket_bytes: the most bytes of ``x`` one collective carries (default
+        ``BUCKET_BYTES``, 25 MiB): a pytree's leaves are packed into buckets of at most this
+        many, one collective each; None: one bucket per dtype. ``"xla"`` ignores it.
+      axis_index_groups: lax's groups: lists of ranks of ``axis``, of one size, that hold
+        each rank once; each group runs the collective on its own (None: the whole axis).
+      executor: how a schedule runs: ``"xla"`` (default: XLA collective-permutes),
+        ``"pallas"`` or a :class:`~jaxcoll.Pallas` (one Pallas TPU kernel).
+
+    Returns:
+      The blocks the ranks (of this rank's group) sent to this one, with ``x``'s structure
+      and dtypes: ``tiled``, each leaf's shape kept but for ``split_dim`` (n times shorter)
+      and ``concat_dim`` (n times longer).
+
+    Raises:
+      ValueError: if ``algorithm`` or ``executor`` is not one of those allowed (a schedule
+        for another collective or rank count included); ``bucket_bytes`` < 1;
+        ``axis_index_groups`` that are not groups of one size holding every rank once;
+        ``"hierarchical"`` on an axis that is not a tuple of names, or with groups;
+        ``algorithm="xla"`` with ``executor="pallas"``;
+        ``split_dim`` or ``concat_dim`` out of range, a 0-d leaf, or ``split_dim``'s size
+        not n (``tiled=False``) or not a multiple of it (``tiled=True``).
+      TypeError: if a leaf of ``x`` is not an array or a number of a numeric dtype;
+        ``axis`` is not a name or a tuple of names; ``bucket_bytes`` is not an int;
+        ``split_dim`` or ``concat_dim`` is not an int, or ``tiled`` not a bool.
+      NameError: if ``axis`` is not bound here: a misspelt name, or a call outside
+        ``jax.shard_map`` and ``jax.vmap`` (JAX's words first: "unbound axis name").
+      ScheduleError: a ``ValueError``: a :class:`~jaxcoll.Schedule` given as
+        ``algorithm`` does not do what alltoall promises.
+
+    Examples:
+      Each of 4 ranks holds 4 values, one for each rank; rank j gets value j of every rank
+      (a transpose; ``[None]`` makes each rank's result a row):
+
+      >>> import jax, jaxcoll, numpy as np
+      >>> from jax.sharding import Mesh, PartitionSpec as P
+      >>> mesh = Mesh(np.array(jax.devices()[:4]), ("i",))
+      >>> f = jax.shard_map(
+      ...     lambda x: jaxcoll.alltoall(x, "i", split_dim=0, concat_dim=0)[None],
+      ...     mesh=mesh, in_specs=P("i"), out_specs=P("i"))
+      >>> print(np.asarray(f(np.arange(16))))  # rank i holds 4i .. 4i + 3
+      [[ 0  4  8 12]
+       [ 1  5  9 13]
+       [ 2  6 10 14]
+       [ 3  7 11 15]]
     """
     if (algorithm != "xla" and _several_vmap_axes(axis) and axis_index_groups is None
             and not isinstance(algorithm, Schedule)):
@@ -470,6 +810,64 @@ def broadcast(x, axis, *, root: int = 0, algorithm: str = "auto",
     Cost, naive: (n-1)(α + Nβ); binomial: ceil(log2 n)(α + Nβ); tree: up to 2 floor(log2 n)
     (α + Nβ); scatter_allgather: (ceil(log2 n) + n - 1)α + about 2(n-1)/n·Nβ.
     ``xla`` is a reference built from ``lax.all_gather``: it moves n times the data.
+
+    Args:
+      x: an array or a pytree of arrays (a number counts as a 0-d array): rank ``root``'s
+        is sent, the others' only give the result's structure, shapes and dtypes.
+      axis: the axis name it runs over, bound by ``jax.shard_map`` (a mesh axis) or by
+        ``jax.vmap(..., axis_name=...)``; or a tuple (or list) of names, ranks row-major.
+      root: the root rank, a Python int in ``0..n-1`` (an index within each group, with
+        ``axis_index_groups``); default 0.
+      algorithm: ``"auto"`` (default: the cost model's fastest for each bucket), ``"xla"``
+        (lax's built-in), a name from ``algorithms("broadcast")``, or a
+        :class:`~jaxcoll.Schedule` from :func:`schedule` for it, on this many ranks.
+      bucket_bytes: the most bytes of ``x`` one collective carries (default
+        ``BUCKET_BYTES``, 25 MiB): a pytree's leaves are packed into buckets of at most this
+        many, one collective each; None: one bucket per dtype. ``"xla"`` ignores it.
+      axis_index_groups: lax's groups: lists of ranks of ``axis``, of one size, that hold
+        each rank once; each group runs the collective on its own (None: the whole axis).
+      executor: how a schedule runs: ``"xla"`` (default: XLA collective-permutes),
+        ``"pallas"`` or a :class:`~jaxcoll.Pallas` (one Pallas TPU kernel).
+
+    Returns:
+      Rank ``root``'s ``x`` (of this rank's group's root), on every rank, with ``x``'s
+      structure, shapes and dtypes.
+
+    Raises:
+      ValueError: if ``algorithm`` or ``executor`` is not one of those allowed (a schedule
+        for another collective, rank count or root included); ``bucket_bytes`` < 1;
+        ``axis_index_groups`` that are not groups of one size holding every rank once;
+        ``"hierarchical"`` on an axis that is not a tuple of names, or with groups;
+        ``algorithm="xla"`` with ``executor="pallas"``;
+        ``root`` outside ``0..n-1`` (n: a group's size, with groups).
+      TypeError: if a leaf of ``x`` is not an array or a number of a numeric dtype;
+        ``axis`` is not a name or a tuple of names; ``bucket_bytes`` is not an int;
+        ``root`` is not a Python int (a float, a bool, a traced value).
+      NameError: if ``axis`` is not bound here: a misspelt name, or a call outside
+        ``jax.shard_map`` and ``jax.vmap`` (JAX's words first: "unbound axis name").
+      ScheduleError: a ``ValueError``: a :class:`~jaxcoll.Schedule` given as
+        ``algorithm`` does not do what broadcast promises.
+
+    Examples:
+      Rank 2's two values reach the 4 ranks by a binomial tree, in ceil(log2 4) = 2 rounds
+      (``[None]`` makes each rank's result a row of what is printed):
+
+      >>> import jax, jaxcoll, numpy as np
+      >>> from jax.sharding import Mesh, PartitionSpec as P
+      >>> mesh = Mesh(np.array(jax.devices()[:4]), ("i",))
+      >>> f = jax.shard_map(
+      ...     lambda x: jaxcoll.broadcast(x, "i", root=2, algorithm="binomial")[None],
+      ...     mesh=mesh, in_specs=P("i"), out_specs=P("i"))
+      >>> print(np.asarray(f(np.arange(8))))  # rank i holds 2i, 2i + 1
+      [[4 5]
+       [4 5]
+       [4 5]
+       [4 5]]
+
+      The algorithms a broadcast can run:
+
+      >>> jaxcoll.algorithms("broadcast")
+      ('auto', 'xla', 'binomial', 'chain', 'naive', 'scatter_allgather', 'tree')
     """
     algorithm, n, root, leaves, treedef, groups = _arguments(
         "broadcast", x, axis, algorithm, bucket_bytes, root=root, groups=axis_index_groups,
@@ -490,6 +888,65 @@ def reduce(x, axis, *, root: int = 0, op: str = "sum", algorithm: str = "auto",
 
     Cost, naive: (n-1)(α + Nβ + Nγ); binomial: ceil(log2 n)(α + Nβ + Nγ);
     reduce_scatter_gather: (n - 1 + ceil(log2 n))α + about 2(n-1)/n·Nβ + (n-1)/n·Nγ.
+
+    Args:
+      x: an array or a pytree of arrays (a number counts as a 0-d array), this rank's
+        block.
+      axis: the axis name it runs over, bound by ``jax.shard_map`` (a mesh axis) or by
+        ``jax.vmap(..., axis_name=...)``; or a tuple (or list) of names, ranks row-major.
+      root: the root rank, a Python int in ``0..n-1`` (an index within each group, with
+        ``axis_index_groups``); default 0.
+      op: the reduction: ``"sum"`` (default), ``"mean"``, ``"max"`` or
+        ``"min"``.
+      algorithm: ``"auto"`` (default: the cost model's fastest for each bucket), ``"xla"``
+        (lax's built-in), a name from ``algorithms("reduce")``, or a
+        :class:`~jaxcoll.Schedule` from :func:`schedule` for it, on this many ranks.
+      bucket_bytes: the most bytes of ``x`` one collective carries (default
+        ``BUCKET_BYTES``, 25 MiB): a pytree's leaves are packed into buckets of at most this
+        many, one collective each; None: one bucket per dtype. ``"xla"`` ignores it.
+      accum_dtype: a dtype every leaf is cast to, reduced (and, for ``"mean"``, divided)
+        in, and cast back from, ``"xla"`` included; None (default): each leaf's own.
+      axis_index_groups: lax's groups: lists of ranks of ``axis``, of one size, that hold
+        each rank once; each group runs the collective on its own (None: the whole axis).
+      executor: how a schedule runs: ``"xla"`` (default: XLA collective-permutes),
+        ``"pallas"`` or a :class:`~jaxcoll.Pallas` (one Pallas TPU kernel).
+
+    Returns:
+      On rank ``root`` (of each group), ``op`` of ``x`` over the ranks; zeros on the
+      others; with ``x``'s structure, shapes and dtypes.
+
+    Raises:
+      ValueError: if ``algorithm`` or ``executor`` is not one of those allowed (a schedule
+        for another collective, rank count or root included); ``bucket_bytes`` < 1;
+        ``axis_index_groups`` that are not groups of one size holding every rank once;
+        ``"hierarchical"`` on an axis that is not a tuple of names, or with groups;
+        ``algorithm="xla"`` with ``executor="pallas"``;
+        ``op`` not one of ``OPS``; ``root`` outside ``0..n-1`` (n: a group's size, with
+        groups).
+      TypeError: if a leaf of ``x`` is not an array or a number of a numeric dtype;
+        ``axis`` is not a name or a tuple of names; ``bucket_bytes`` is not an int;
+        ``root`` is not a Python int; a leaf of dtype bool; ``op="mean"`` of integers or
+        ``"max"``/``"min"`` of complex numbers; ``accum_dtype`` is not a numeric dtype, or
+        is narrower than a leaf.
+      NameError: if ``axis`` is not bound here: a misspelt name, or a call outside
+        ``jax.shard_map`` and ``jax.vmap`` (JAX's words first: "unbound axis name").
+      ScheduleError: a ``ValueError``: a :class:`~jaxcoll.Schedule` given as
+        ``algorithm`` does not do what reduce promises.
+
+    Examples:
+      Rank 1 gets the sum of the 4 ranks' two values; the others get zeros (``[None]``
+      makes each rank's result a row of what is printed):
+
+      >>> import jax, jaxcoll, numpy as np
+      >>> from jax.sharding import Mesh, PartitionSpec as P
+      >>> mesh = Mesh(np.array(jax.devices()[:4]), ("i",))
+      >>> f = jax.shard_map(lambda x: jaxcoll.reduce(x, "i", root=1)[None],
+      ...                   mesh=mesh, in_specs=P("i"), out_specs=P("i"))
+      >>> print(np.asarray(f(np.arange(8))))  # rank i holds 2i, 2i + 1
+      [[ 0  0]
+       [12 16]
+       [ 0  0]
+       [ 0  0]]
     """
     algorithm, n, root, leaves, treedef, groups = _arguments(
         "reduce", x, axis, algorithm, bucket_bytes, op=op, root=root, groups=axis_index_groups,
@@ -511,6 +968,63 @@ def gather(x, axis, *, root: int = 0, dim: int = 0, tiled: bool = False,
     """Rank ``root`` gets ``allgather(x, axis, dim=dim, tiled=tiled)``; the others get zeros.
 
     Cost, naive: (n-1)(α + Nβ); binomial: ceil(log2 n)α + (n-1)·Nβ (N = bytes of ``x``).
+
+    Args:
+      x: an array or a pytree of arrays (a number counts as a 0-d array), this rank's
+        block.
+      axis: the axis name it runs over, bound by ``jax.shard_map`` (a mesh axis) or by
+        ``jax.vmap(..., axis_name=...)``; or a tuple (or list) of names, ranks row-major.
+      root: the root rank, a Python int in ``0..n-1`` (an index within each group, with
+        ``axis_index_groups``); default 0.
+      dim: where the n blocks go, in rank order: a new dimension they are stacked along,
+        or (``tiled``) the existing one they are concatenated along; default 0.
+      tiled: False (default): stack the n blocks along a new dimension ``dim``; True:
+        concatenate them along ``dim``.
+      algorithm: ``"auto"`` (default: the cost model's fastest for each bucket), ``"xla"``
+        (lax's built-in), a name from ``algorithms("gather")``, or a
+        :class:`~jaxcoll.Schedule` from :func:`schedule` for it, on this many ranks.
+      bucket_bytes: the most bytes of ``x`` one collective carries (default
+        ``BUCKET_BYTES``, 25 MiB): a pytree's leaves are packed into buckets of at most this
+        many, one collective each; None: one bucket per dtype. ``"xla"`` ignores it.
+      axis_index_groups: lax's groups: lists of ranks of ``axis``, of one size, that hold
+        each rank once; each group runs the collective on its own (None: the whole axis).
+      executor: how a schedule runs: ``"xla"`` (default: XLA collective-permutes),
+        ``"pallas"`` or a :class:`~jaxcoll.Pallas` (one Pallas TPU kernel).
+
+    Returns:
+      On rank ``root`` (of each group), the ranks' ``x`` in rank order, as
+      :func:`allgather` gives them; zeros of that shape on the others.
+
+    Raises:
+      ValueError: if ``algorithm`` or ``executor`` is not one of those allowed (a schedule
+        for another collective, rank count or root included); ``bucket_bytes`` < 1;
+        ``axis_index_groups`` that are not groups of one size holding every rank once;
+        ``"hierarchical"`` on an axis that is not a tuple of names, or with groups;
+        ``algorithm="xla"`` with ``executor="pallas"``;
+        ``root`` outside ``0..n-1`` (n: a group's size, with groups); ``dim`` out of
+        range, or ``tiled`` with a 0-d leaf.
+      TypeError: if a leaf of ``x`` is not an array or a number of a numeric dtype;
+        ``axis`` is not a name or a tuple of names; ``bucket_bytes`` is not an int;
+        ``root`` or ``dim`` is not a Python int, or ``tiled`` not a bool.
+      NameError: if ``axis`` is not bound here: a misspelt name, or a call outside
+        ``jax.shard_map`` and ``jax.vmap`` (JAX's words first: "unbound axis name").
+      ScheduleError: a ``ValueError``: a :class:`~jaxcoll.Schedule` given as
+        ``algorithm`` does not do what gather promises.
+
+    Examples:
+      Rank 0 gets the 4 ranks' two values each, concatenated; the others get zeros
+      (``[None]`` makes each rank's result a row of what is printed):
+
+      >>> import jax, jaxcoll, numpy as np
+      >>> from jax.sharding import Mesh, PartitionSpec as P
+      >>> mesh = Mesh(np.array(jax.devices()[:4]), ("i",))
+      >>> f = jax.shard_map(lambda x: jaxcoll.gather(x, "i", tiled=True)[None],
+      ...                   mesh=mesh, in_specs=P("i"), out_specs=P("i"))
+      >>> print(np.asarray(f(np.arange(8))))
+      [[0 1 2 3 4 5 6 7]
+       [0 0 0 0 0 0 0 0]
+       [0 0 0 0 0 0 0 0]
+       [0 0 0 0 0 0 0 0]]
     """
     algorithm, n, root, leaves, treedef, groups = _arguments(
         "gather", x, axis, algorithm, bucket_bytes, root=root, groups=axis_index_groups,
@@ -533,8 +1047,62 @@ def scatter(x, axis, *, root: int = 0, dim: int = 0, tiled: bool = False,
             axis_index_groups=None, executor="xla"):
     """Rank i gets block i (along ``dim``) of rank ``root``'s ``x``; other ranks' ``x`` is unused.
 
-    Blocks as in ``reduce_scatter``: ``tiled=False`` needs x.shape[dim] == n and drops dim.
+    Blocks as in :func:`reduce_scatter`: ``tiled=False`` needs x.shape[dim] == n and drops dim.
     Cost, naive: (n-1)(α + N/n·β); binomial: ceil(log2 n)α + (n-1)/n·Nβ.
+
+    Args:
+      x: an array or a pytree of arrays (a number counts as a 0-d array): rank ``root``'s
+        is split and sent, the others' only give the result's structure and shapes.
+      axis: the axis name it runs over, bound by ``jax.shard_map`` (a mesh axis) or by
+        ``jax.vmap(..., axis_name=...)``; or a tuple (or list) of names, ranks row-major.
+      root: the root rank, a Python int in ``0..n-1`` (an index within each group, with
+        ``axis_index_groups``); default 0.
+      dim: the dimension of each leaf split into n blocks, block i for rank i
+        (default 0).
+      tiled: False (default): ``dim``'s size must be n, and the result drops it; True: a
+        multiple of n, and the result keeps it, n times shorter.
+      algorithm: ``"auto"`` (default: the cost model's fastest for each bucket), ``"xla"``
+        (lax's built-in), a name from ``algorithms("scatter")``, or a
+        :class:`~jaxcoll.Schedule` from :func:`schedule` for it, on this many ranks.
+      bucket_bytes: the most bytes of ``x`` one collective carries (default
+        ``BUCKET_BYTES``, 25 MiB): a pytree's leaves are packed into buckets of at most this
+        many, one collective each; None: one bucket per dtype. ``"xla"`` ignores it.
+      axis_index_groups: lax's groups: lists of ranks of ``axis``, of one size, that hold
+        each rank once; each group runs the collective on its own (None: the whole axis).
+      executor: how a schedule runs: ``"xla"`` (default: XLA collective-permutes),
+        ``"pallas"`` or a :class:`~jaxcoll.Pallas` (one Pallas TPU kernel).
+
+    Returns:
+      Block i of rank ``root``'s ``x`` on rank i (of each group), with ``x``'s structure
+      and dtypes: each leaf's ``dim`` dropped (``tiled=False``) or n times shorter.
+
+    Raises:
+      ValueError: if ``algorithm`` or ``executor`` is not one of those allowed (a schedule
+        for another collective, rank count or root included); ``bucket_bytes`` < 1;
+        ``axis_index_groups`` that are not groups of one size holding every rank once;
+        ``"hierarchical"`` on an axis that is not a tuple of names, or with groups;
+        ``algorithm="xla"`` with ``executor="pallas"``;
+        ``root`` outside ``0..n-1`` (n: a group's size, with groups); ``dim`` out of
+        range, a 0-d leaf, or ``dim``'s size not n (``tiled=False``) or not a multiple of
+        it (``tiled=True``).
+      TypeError: if a leaf of ``x`` is not an array or a number of a numeric dtype;
+        ``axis`` is not a name or a tuple of names; ``bucket_bytes`` is not an int;
+        ``root`` or ``dim`` is not a Python int, or ``tiled`` not a bool.
+      NameError: if ``axis`` is not bound here: a misspelt name, or a call outside
+        ``jax.shard_map`` and ``jax.vmap`` (JAX's words first: "unbound axis name").
+      ScheduleError: a ``ValueError``: a :class:`~jaxcoll.Schedule` given as
+        ``algorithm`` does not do what scatter promises.
+
+    Examples:
+      Rank 3's four values, one to each of the 4 ranks:
+
+      >>> import jax, jaxcoll, numpy as np
+      >>> from jax.sharding import Mesh, PartitionSpec as P
+      >>> mesh = Mesh(np.array(jax.devices()[:4]), ("i",))
+      >>> f = jax.shard_map(lambda x: jaxcoll.scatter(x, "i", root=3, tiled=True),
+      ...                   mesh=mesh, in_specs=P("i"), out_specs=P("i"))
+      >>> print(np.asarray(f(np.arange(16))))  # rank 3 holds 12 .. 15
+      [12 13 14 15]
     """
     algorithm, n, root, leaves, treedef, groups = _arguments(
         "scatter", x, axis, algorithm, bucket_bytes, root=root, groups=axis_index_groups,
@@ -554,7 +1122,24 @@ def scatter(x, axis, *, root: int = 0, dim: int = 0, tiled: bool = False,
 
 def ring_allreduce(x, axis, *, op: str = "sum", bucket_bytes: int | None = BUCKET_BYTES,
                    accum_dtype=None, compress=None, executor="xla"):
-    """``allreduce(x, axis, op=op, algorithm="ring", ...)``."""
+    """``allreduce(x, axis, op=op, algorithm="ring", ...)``.
+
+    Cost: 2(n-1)α + 2(n-1)/n·Nβ + (n-1)/n·Nγ.
+
+    Args:
+      x: an array or a pytree of arrays, this rank's block, as
+        :func:`allreduce` takes it.
+      axis: the axis name (or tuple of names) it runs over, bound by
+        ``jax.shard_map`` or ``jax.vmap``.
+      op: ``"sum"`` (default), ``"mean"``, ``"max"`` or ``"min"``, as
+        :func:`allreduce`'s.
+      bucket_bytes, accum_dtype, compress, executor: as :func:`allreduce`'s (defaults
+        ``BUCKET_BYTES``, None, None, ``"xla"``).
+
+    Returns:
+      ``op`` of ``x`` over the ranks of ``axis``, on every rank, as :func:`allreduce`
+      returns it.
+    """
     return allreduce(x, axis, op=op, algorithm="ring", bucket_bytes=bucket_bytes,
                      accum_dtype=accum_dtype, compress=compress, executor=executor)
 
@@ -562,7 +1147,26 @@ def ring_allreduce(x, axis, *, op: str = "sum", bucket_bytes: int | None = BUCKE
 def ring_reduce_scatter(x, axis, *, op: str = "sum", dim: int = 0, tiled: bool = False,
                         bucket_bytes: int | None = BUCKET_BYTES, accum_dtype=None,
                         compress=None, executor="xla"):
-    """``reduce_scatter(..., algorithm="ring")``."""
+    """``reduce_scatter(x, axis, op=op, dim=dim, tiled=tiled, algorithm="ring", ...)``.
+
+    Cost: (n-1)α + (n-1)/n·Nβ + (n-1)/n·Nγ.
+
+    Args:
+      x: an array or a pytree of arrays, this rank's block, as
+        :func:`reduce_scatter` takes it.
+      axis: the axis name (or tuple of names) it runs over, bound by
+        ``jax.shard_map`` or ``jax.vmap``.
+      op: ``"sum"`` (default), ``"mean"``, ``"max"`` or ``"min"``, as
+        :func:`reduce_scatter`'s.
+      dim, tiled: the dimension split into n blocks, and whether it is kept (n times
+        shorter) or dropped, as :func:`reduce_scatter`'s (defaults 0, False).
+      bucket_bytes, accum_dtype, compress, executor: as :func:`reduce_scatter`'s
+        (defaults ``BUCKET_BYTES``, None, None, ``"xla"``).
+
+    Returns:
+      This rank's block of ``op`` of ``x`` over the ranks, as :func:`reduce_scatter`
+      returns it.
+    """
     return reduce_scatter(x, axis, op=op, dim=dim, tiled=tiled, algorithm="ring",
                           bucket_bytes=bucket_bytes, accum_dtype=accum_dtype, compress=compress,
                           executor=executor)
@@ -570,20 +1174,71 @@ def ring_reduce_scatter(x, axis, *, op: str = "sum", dim: int = 0, tiled: bool =
 
 def ring_allgather(x, axis, *, dim: int = 0, tiled: bool = False,
                    bucket_bytes: int | None = BUCKET_BYTES, compress=None, executor="xla"):
-    """``allgather(..., algorithm="ring")``."""
+    """``allgather(x, axis, dim=dim, tiled=tiled, algorithm="ring", ...)``.
+
+    Cost: (n-1)α + (n-1)·Nβ (N = bytes of ``x``).
+
+    Args:
+      x: an array or a pytree of arrays, this rank's block, as
+        :func:`allgather` takes it.
+      axis: the axis name (or tuple of names) it runs over, bound by
+        ``jax.shard_map`` or ``jax.vmap``.
+      dim, tiled: where the blocks are stacked or (``tiled``) concatenated, as
+        :func:`allgather`'s (defaults 0, False).
+      bucket_bytes, compress, executor: as :func:`allgather`'s (defaults
+        ``BUCKET_BYTES``, None, ``"xla"``).
+
+    Returns:
+      Every rank's ``x``, in rank order, as :func:`allgather` returns
+      them.
+    """
     return allgather(x, axis, dim=dim, tiled=tiled, algorithm="ring", bucket_bytes=bucket_bytes,
                      compress=compress, executor=executor)
 
 
 def tree_allreduce(x, axis, *, op: str = "sum", bucket_bytes: int | None = BUCKET_BYTES,
                    accum_dtype=None, compress=None, executor="xla"):
-    """``allreduce(x, axis, op=op, algorithm="tree", ...)``."""
+    """``allreduce(x, axis, op=op, algorithm="tree", ...)``.
+
+    Cost (p pieces, M <= 4(floor(log2 n) + p - 1) messages): M(α + Nβ/p) + M/2·Nγ/p.
+
+    Args:
+      x: an array or a pytree of arrays, this rank's block, as
+        :func:`allreduce` takes it.
+      axis: the axis name (or tuple of names) it runs over, bound by
+        ``jax.shard_map`` or ``jax.vmap``.
+      op: ``"sum"`` (default), ``"mean"``, ``"max"`` or ``"min"``, as
+        :func:`allreduce`'s.
+      bucket_bytes, accum_dtype, compress, executor: as :func:`allreduce`'s (defaults
+        ``BUCKET_BYTES``, None, None, ``"xla"``).
+
+    Returns:
+      ``op`` of ``x`` over the ranks of ``axis``, on every rank, as :func:`allreduce`
+      returns it.
+    """
     return allreduce(x, axis, op=op, algorithm="tree", bucket_bytes=bucket_bytes,
                      accum_dtype=accum_dtype, compress=compress, executor=executor)
 
 
 def tree_broadcast(x, axis, *, root: int = 0, bucket_bytes: int | None = BUCKET_BYTES,
                    executor="xla"):
-    """``broadcast(x, axis, root=root, algorithm="tree", ...)``."""
+    """``broadcast(x, axis, root=root, algorithm="tree", ...)``.
+
+    Cost: up to 2 floor(log2 n)(α + Nβ).
+
+    Args:
+      x: an array or a pytree of arrays, this rank's block, as
+        :func:`broadcast` takes it.
+      axis: the axis name (or tuple of names) it runs over, bound by
+        ``jax.shard_map`` or ``jax.vmap``.
+      root: the rank whose ``x`` every rank gets, a Python int in ``0..n-1``
+        (default 0).
+      bucket_bytes, executor: as :func:`broadcast`'s (defaults ``BUCKET_BYTES``,
+        ``"xla"``).
+
+    Returns:
+      Rank ``root``'s ``x`` on every rank, as :func:`broadcast` returns
+      it.
+    """
     return broadcast(x, axis, root=root, algorithm="tree", bucket_bytes=bucket_bytes,
                      executor=executor)

@@ -207,17 +207,38 @@ def _psum_scatter(a, axis, n: int):
 
 
 def allgather_fold(x, axis, fn: Callable, init, *, algorithm: str = "ring"):
-    """``fn`` folded over the row blocks of ``lax.all_gather(x, axis, tiled=True)`` as they
-    arrive, ``acc = fn(acc, block, start)``, without ever holding the gathered array.
+    """``fn`` folded over the row blocks of ``lax.all_gather(x, axis, tiled=True)`` as they arrive.
 
-    ``x`` is an array or a pytree whose leaves share their leading (row) dimension; ``block``
-    has its structure; ``start`` (a traced int32) is the block's first row in the gathered
+    ``acc = fn(acc, block, start)`` for each block, without ever holding the gathered
     array. This rank's own ``x`` comes first (``start = axis_index * rows``), then each other
     rank's as the schedule delivers it: whole, in ``ring`` order (rank - 1, rank - 2, ...), or
     in two pieces, one each way round, for ``bidirectional_ring``. Every row is folded exactly
     once; ``fn`` must not depend on the order beyond that (a sum, a max, an online softmax,
-    writing rows into place). ``algorithm="xla"`` gathers with ``lax.all_gather`` and folds
-    the whole blocks in rank order (the reference). Cost: the allgather's, (n-1)·(α + βN).
+    writing rows into place). Cost: the allgather's, (n-1)·(α + βN).
+
+    Args:
+      x: an array or a pytree of arrays whose leaves share their leading (row)
+        dimension: this rank's block.
+      axis: the axis name (or tuple of names) it runs over, bound by ``jax.shard_map``
+        or ``jax.vmap(..., axis_name=...)``.
+      fn: ``fn(acc, block, start)``, the next ``acc``: ``block`` has ``x``'s structure,
+        ``start`` (a traced int32) is the block's first row in the gathered array.
+      init: the first ``acc``, a pytree that ``fn`` returns the same
+        structure of.
+      algorithm: ``"ring"`` (default), ``"bidirectional_ring"`` or ``"xla"``: gather with
+        ``lax.all_gather`` and fold the whole blocks in rank order (the reference).
+
+    Returns:
+      The last ``acc``: ``fn`` folded over every row block of the gathered
+      array.
+
+    Raises:
+      ValueError: if ``algorithm`` is not one of those three, or a leaf of ``x`` is 0-d or
+        has other rows than the others.
+      TypeError: if ``fn`` is not callable, or a leaf of ``x`` is not an array or a
+        number.
+      NameError: if ``axis`` is not bound here (a misspelt name, or a call outside
+        ``jax.shard_map`` and ``jax.vmap``).
     """
     if not callable(fn):
         raise TypeError(f"jaxcoll.allgather_fold: fn={_describe(fn)} must be callable as "
@@ -234,16 +255,37 @@ def allgather_fold(x, axis, fn: Callable, init, *, algorithm: str = "ring"):
 
 
 def reduce_scatter_from(contribution: Callable, axis, rows: int, *, algorithm: str = "ring"):
-    """This rank's ``rows`` rows of the sum over ranks of each rank's contribution, each rank
-    computing ``contribution(start, size)`` (``size`` rows from row ``start``) only for the
-    piece a round sends, never the whole.
+    """This rank's ``rows`` rows of the sum over ranks of each rank's contribution.
 
-    As ``lax.psum_scatter(full, axis, scatter_dimension=0, tiled=True)`` where ``full`` is the
-    rank's whole contribution, ``n * rows`` rows (an array or a pytree, each leaf with those
-    rows); ``start`` is traced, ``size`` a Python int. The partial sum travels round the ring
-    and each rank adds its piece as it passes (the reduce-scatter side of collective matmul).
-    ``algorithm="xla"`` builds ``full`` and calls ``lax.psum_scatter`` (the reference).
+    Each rank computes ``contribution(start, size)`` (``size`` rows from row ``start``) only
+    for the piece a round sends, never the whole. As ``lax.psum_scatter(full, axis,
+    scatter_dimension=0, tiled=True)`` where ``full`` is the rank's whole contribution,
+    ``n * rows`` rows. The partial sum travels round the ring and each rank adds its piece
+    as it passes (the reduce-scatter side of collective matmul).
     Cost: the reduce-scatter's, (n-1)·(α + βN + γN).
+
+    Args:
+      contribution: ``contribution(start, size)``: rows ``start`` .. ``start + size - 1``
+        of this rank's contribution (an array or a pytree, each leaf with ``size`` rows);
+        ``start`` is traced, ``size`` a Python int.
+      axis: the axis name (or tuple of names) it runs over, bound by ``jax.shard_map``
+        or ``jax.vmap(..., axis_name=...)``.
+      rows: the rows of this rank's result, an int >= 0 (the whole contribution has
+        ``n * rows``).
+      algorithm: ``"ring"`` (default), ``"bidirectional_ring"`` or ``"xla"``: build
+        ``full`` and call ``lax.psum_scatter`` (the reference).
+
+    Returns:
+      Rows ``axis_index * rows`` .. of the sum over ranks of their contributions, with the
+      contribution's structure.
+
+    Raises:
+      ValueError: if ``rows`` is not an int >= 0, ``algorithm`` is not one of those three,
+        or ``contribution`` returns a leaf without ``size`` rows.
+      TypeError: if ``contribution`` is not callable, or returns a leaf that is not an
+        array or a number.
+      NameError: if ``axis`` is not bound here (a misspelt name, or a call outside
+        ``jax.shard_map`` and ``jax.vmap``).
     """
     if not callable(contribution):
         raise TypeError("jaxcoll.reduce_scatter_from: contribution="
@@ -425,11 +467,30 @@ def _matmul_operands(fn: str, x, w):
 def allgather_matmul(x, w, axis, *, algorithm: str = "ring"):
     """``lax.all_gather(x, axis, tiled=True) @ w``, each rank's rows multiplied as they arrive.
 
-    ``x``: this rank's ``(rows, k)``; ``w``: ``(k, p)``; the result ``(n * rows, p)``, rank
-    i's rows at ``i * rows``. ``algorithm``: ``ring``, ``bidirectional_ring`` (half of each
-    block each way round) or ``xla`` (the unfused reference). Its gradient for ``x`` is a
-    :func:`matmul_reduce_scatter`, for ``w`` a fold over ``x`` passed round again: neither
-    keeps the gathered ``x``. Cost: the allgather's, (n-1)·(α + βN), hidden behind n matmuls.
+    Its gradient for ``x`` is a :func:`matmul_reduce_scatter`, for ``w`` a fold over ``x``
+    passed round again: neither keeps the gathered ``x``. Cost: the allgather's,
+    (n-1)·(α + βN), hidden behind n matmuls.
+
+    Args:
+      x: this rank's rows, a 2-D array ``(rows, k)`` (``x`` and ``w`` are promoted to one
+        dtype, as by ``jnp.matmul``).
+      w: a 2-D array ``(k, p)``, the same on every rank or not: each rank multiplies
+        by its own.
+      axis: the axis name (or tuple of names) it runs over, bound by ``jax.shard_map``
+        or ``jax.vmap(..., axis_name=...)``.
+      algorithm: ``"ring"`` (default), ``"bidirectional_ring"`` (half of each block each
+        way round) or ``"xla"`` (the unfused reference).
+
+    Returns:
+      The ``(n * rows, p)`` product, rank i's rows at ``i * rows``.
+
+    Raises:
+      ValueError: if ``x`` or ``w`` is not one 2-D array, they do not share ``k``, or
+        ``algorithm`` is not one of those three.
+      TypeError: if ``x`` and ``w`` are bools, or not
+        arrays.
+      NameError: if ``axis`` is not bound here (a misspelt name, or a call outside
+        ``jax.shard_map`` and ``jax.vmap``).
     """
     x, w = _matmul_operands("allgather_matmul", x, w)
     _, plan = _stream("allgather_matmul", "allgather", algorithm, axis)
@@ -440,12 +501,33 @@ def allgather_matmul(x, w, axis, *, algorithm: str = "ring"):
 
 
 def matmul_reduce_scatter(x, w, axis, *, algorithm: str = "ring"):
-    """``lax.psum_scatter(x @ w, axis, scatter_dimension=0, tiled=True)``, each block of
-    ``x @ w`` computed in the round that sends it.
+    """``lax.psum_scatter(x @ w, axis, scatter_dimension=0, tiled=True)``, computed as it is sent.
 
-    ``x``: this rank's ``(n * rows, k)``; ``w``: ``(k, p)``; the result ``(rows, p)``. Its
-    gradient for ``x`` is an :func:`allgather_matmul`, for ``w`` a fold over the cotangent
-    passed round. Cost: the reduce-scatter's, (n-1)·(α + βN + γN), hidden behind n matmuls.
+    Each block of ``x @ w`` is computed in the round that sends it. Its gradient for ``x``
+    is an :func:`allgather_matmul`, for ``w`` a fold over the cotangent passed round.
+    Cost: the reduce-scatter's, (n-1)·(α + βN + γN), hidden behind n matmuls.
+
+    Args:
+      x: this rank's ``(n * rows, k)``, a 2-D array (``x`` and ``w`` are promoted to one
+        dtype, as by ``jnp.matmul``).
+      w: a 2-D array ``(k, p)``: each rank multiplies by its
+        own.
+      axis: the axis name (or tuple of names) it runs over, bound by ``jax.shard_map``
+        or ``jax.vmap(..., axis_name=...)``.
+      algorithm: ``"ring"`` (default), ``"bidirectional_ring"`` or ``"xla"`` (the
+        unfused reference).
+
+    Returns:
+      This rank's ``(rows, p)`` block: rows ``axis_index * rows`` .. of the sum over ranks
+      of ``x @ w``.
+
+    Raises:
+      ValueError: if ``x`` or ``w`` is not one 2-D array, they do not share ``k``, the
+        ranks do not divide ``x``'s rows, or ``algorithm`` is not one of those three.
+      TypeError: if ``x`` and ``w`` are bools, or not
+        arrays.
+      NameError: if ``axis`` is not bound here (a misspelt name, or a call outside
+        ``jax.shard_map`` and ``jax.vmap``).
     """
     x, w = _matmul_operands("matmul_reduce_scatter", x, w)
     _, plan = _stream("matmul_reduce_scatter", "reduce_scatter", algorithm, axis)

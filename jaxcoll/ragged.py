@@ -28,9 +28,48 @@ from jaxcoll import collectives
 
 def ragged_alltoall(operand, output, input_offsets, send_sizes, output_offsets, recv_sizes,
                     axis, *, algorithm="auto", axis_index_groups=None):
-    """``lax.ragged_all_to_all(operand, output, input_offsets, send_sizes, output_offsets,
-    recv_sizes, axis_name=axis)``: slice i of ``operand`` goes to rank i // (K/n) and is written
-    there at ``output_offsets[i]``; rows nobody writes keep ``output``'s values."""
+    """Slice i of ``operand`` goes to rank i // (K/n), written there at ``output_offsets[i]``.
+
+    ``lax.ragged_all_to_all(operand, output, input_offsets, send_sizes, output_offsets,
+    recv_sizes, axis_name=axis)``, on every backend, with any alltoall schedule: K is the
+    number of slices, a multiple of the n ranks (rank r receives slices r·K/n ..
+    (r+1)·K/n - 1 of every rank); rows nobody writes keep ``output``'s values. Every slice
+    travels in a slot of ``min(operand rows, output rows)`` rows (:func:`padded_bytes`).
+
+    Args:
+      operand: this rank's rows to send: an array whose leading dimension the slices
+        index.
+      output: the array the received slices are written into: ``operand``'s dtype and
+        shape after the leading dimension.
+      input_offsets: 1-D integers, one per slice: the row of ``operand`` slice i starts
+        at.
+      send_sizes: 1-D integers: the rows of slice i (lax's rule: the all-to-all of
+        ``recv_sizes``).
+      output_offsets: 1-D integers: the row of the receiver's ``output`` slice i is
+        written at.
+      recv_sizes: 1-D integers: the rows this rank writes of each slice it receives, in
+        the senders' order.
+      axis: the axis name (or tuple of names) it runs over, bound by ``jax.shard_map``
+        or ``jax.vmap(..., axis_name=...)``.
+      algorithm: ``"auto"`` (default), ``"xla"`` (lax's own: GPU and TPU only), an
+        alltoall algorithm (``"naive"``, ``"bruck"``) or an alltoall schedule.
+      axis_index_groups: lax's groups: lists of ranks of ``axis``, of one size, that hold
+        each rank once (None: the whole axis).
+
+    Returns:
+      ``output`` with the rows of the slices this rank receives written into it; its
+      other rows as they were.
+
+    Raises:
+      ValueError: if ``operand`` or ``output`` is 0-d, they differ in dtype or in shape
+        after the leading dimension, the index arrays differ in length, or the slices are
+        not a multiple of the ranks; or as :func:`~jaxcoll.alltoall` checks ``algorithm``,
+        ``axis_index_groups``.
+      TypeError: if ``operand`` or ``output`` is not an array, or an index array is not
+        a 1-D array of integers.
+      NameError: if ``axis`` is not bound here (a misspelt name, or a call outside
+        ``jax.shard_map`` and ``jax.vmap``).
+    """
     # As lax's: send_sizes must equal the all_to_all of recv_sizes; the receiver's recv_sizes
     # say how many rows of each slot it writes. Rows before or past the operand read as zeros;
     # rows before or past the output are not written (jnp would wrap negative ones).
@@ -73,8 +112,20 @@ def _outside_to_end(index, length: int):
 
 
 def padded_bytes(operand, output, n_slices: int) -> int:
-    """Bytes of the alltoall buffer each rank sends: ``n_slices`` slots of min(operand rows,
-    output rows) rows."""
+    """Bytes of the alltoall buffer each rank sends in :func:`ragged_alltoall`.
+
+    Args:
+      operand: the ``operand`` of the call (an array, or anything with its ``shape`` and
+        ``dtype``).
+      output: the ``output`` of the call (anything with its ``shape``): only its rows
+        count.
+      n_slices: K, the slices each rank sends
+        (``len(input_offsets)``).
+
+    Returns:
+      ``n_slices`` slots of min(operand rows, output rows) rows, in
+      bytes.
+    """
     row = int(np.prod(operand.shape[1:], dtype=np.int64)) * np.dtype(operand.dtype).itemsize
     return n_slices * min(operand.shape[0], output.shape[0]) * row
 
