@@ -63,7 +63,7 @@ def algorithms(primitive: str) -> tuple[str, ...]:
         ``"alltoall"``, ``"broadcast"``, ``"reduce"``, ``"gather"`` or ``"scatter"``.
 
     Returns:
-      A tuple of names, each one the collective's ``algorithm=`` takes: ``"auto"`` (the
+      A tuple of names, each one the collective's ``algorithm=`` takes — ``"auto"`` (the
       cost model's pick), ``"xla"`` (lax's built-in), then its schedules' algorithms, sorted.
 
     Raises:
@@ -366,7 +366,7 @@ def allreduce(x, axis, *, op: str = "sum", algorithm: str = "auto",
         ``"pallas"`` or a :class:`~jaxcoll.Pallas` (one Pallas TPU kernel).
 
     Returns:
-      ``op`` of ``x`` over the ranks of ``axis`` (of this rank's group), on every rank:
+      ``op`` of ``x`` over the ranks of ``axis`` (of this rank's group), on every rank —
       ``x``'s structure, shapes and dtypes (a sum of bools is int32, as psum's), typed
       invariant over ``axis`` as lax's (varying, with groups).
 
@@ -471,7 +471,7 @@ def allreduce_with_feedback(x, residual, axis, *, compress, op: str = "mean",
         many, one collective each; None: one bucket per dtype. ``"xla"`` ignores it.
 
     Returns:
-      A pair ``(result, residual)``: the allreduce of ``x + residual`` (``x``'s structure,
+      A pair ``(result, residual)`` — the allreduce of ``x + residual`` (``x``'s structure,
       shapes and dtypes), and this rank's next residual (float32, ``x``'s structure).
 
     Raises:
@@ -511,7 +511,8 @@ def reduce_scatter(x, axis, *, op: str = "sum", dim: int = 0, tiled: bool = Fals
     """Rank i gets block i (along ``dim``) of ``op`` of ``x`` over ``axis``.
 
     ``lax.psum_scatter(x, axis, scatter_dimension=dim, tiled=tiled)`` for ``op="sum"``.
-    Cost, ring: (n-1)α + (n-1)/n·Nβ + (n-1)/n·Nγ; naive: 2(n-1)α + (n-1)(N + N/n)β + (n-1)·Nγ.
+    Cost, ring: (n-1)α + (n-1)/n·Nβ + (n-1)/n·Nγ; naive: 2(n-1)α + (n-1)(N + N/n)β
+    + (n-1)·Nγ.
 
     Args:
       x: an array or a pytree of arrays (a number counts as a 0-d array), this rank's
@@ -540,7 +541,7 @@ def reduce_scatter(x, axis, *, op: str = "sum", dim: int = 0, tiled: bool = Fals
         ``"pallas"`` or a :class:`~jaxcoll.Pallas` (one Pallas TPU kernel).
 
     Returns:
-      This rank's block of ``op`` of ``x`` over the ranks (of its group): ``x``'s structure
+      This rank's block of ``op`` of ``x`` over the ranks (of its group) — ``x``'s structure
       and dtypes, each leaf's ``dim`` dropped (``tiled=False``) or n times shorter.
 
     Raises:

@@ -229,7 +229,7 @@ def allgather_fold(x, axis, fn: Callable, init, *, algorithm: str = "ring"):
         ``lax.all_gather`` and fold the whole blocks in rank order (the reference).
 
     Returns:
-      The last ``acc``: ``fn`` folded over every row block of the gathered
+      The last ``acc`` — ``fn`` folded over every row block of the gathered
       array.
 
     Raises:
@@ -518,7 +518,7 @@ def matmul_reduce_scatter(x, w, axis, *, algorithm: str = "ring"):
         unfused reference).
 
     Returns:
-      This rank's ``(rows, p)`` block: rows ``axis_index * rows`` .. of the sum over ranks
+      This rank's ``(rows, p)`` block — rows ``axis_index * rows`` .. of the sum over ranks
       of ``x @ w``.
 
     Raises:

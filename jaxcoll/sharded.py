@@ -33,7 +33,7 @@ def sharded_dims_local(primitive: str):
       primitive: the collective's name (a key of ``RECORDS``), for its layout and errors.
 
     Returns:
-      A decorator of ``collective(x, axis, **kwargs)``: the same function, run so.
+      A decorator of ``collective(x, axis, **kwargs)`` — the same function, run so.
     """
     def wrap(collective: Callable) -> Callable:
         @functools.wraps(collective)

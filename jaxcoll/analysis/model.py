@@ -88,7 +88,7 @@ def cost(schedule: Schedule, nbytes: float, *, alpha: float, beta: float,
         reductions free.
 
     Returns:
-      A :class:`Cost`: the predicted seconds, the messages one after another, and the
+      A :class:`Cost` — the predicted seconds, the messages one after another, and the
       bytes the busiest rank sends and reduces.
 
     Raises:
@@ -589,7 +589,7 @@ def bounds(primitive: str, n: int, nbytes: float, calibration_: Calibration | No
         ports and, across nodes, of its node's NICs (the presets are symmetric).
 
     Returns:
-      A :class:`Bounds`: the rounds, the bytes on the critical path, and the seconds
+      A :class:`Bounds` — the rounds, the bytes on the critical path, and the seconds
       no algorithm can beat.
 
     Examples:
@@ -663,7 +663,7 @@ def explain(primitive: str, n: int, nbytes: float, calibration_: Calibration | N
         (:func:`~jaxcoll.analysis.topology.simulate`): every algorithm is ranked.
 
     Returns:
-      What it printed: :func:`ranking`'s list of (algorithm, :class:`Cost`), cheapest
+      What it printed — :func:`ranking`'s list of (algorithm, :class:`Cost`), cheapest
       first.
     """
     cal = calibration_ or default_calibration()

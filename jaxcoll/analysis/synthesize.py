@@ -156,7 +156,7 @@ def synthesize(primitive: str, topology: Topology, nbytes: float, *, n: int | No
         seed + 1, ...): the same seed, the same result.
 
     Returns:
-      A :class:`Synthesis`: the verified schedule, its time, where it came from, and how
+      A :class:`Synthesis` — the verified schedule, its time, where it came from, and how
       it compares with the best registered algorithm and the lower bound.
 
     Raises:

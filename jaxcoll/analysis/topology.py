@@ -242,7 +242,7 @@ def simulate(schedule: Schedule, nbytes: float, topology: Topology, *,
         topology's ``gamma``.
 
     Returns:
-      A :class:`Simulation`: the total seconds, and per round its time, its busiest link
+      A :class:`Simulation` — the total seconds, and per round its time, its busiest link
       and the links' bytes.
 
     Raises:

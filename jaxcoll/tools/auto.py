@@ -29,7 +29,7 @@ def calibration(backend: str | None = None) -> Calibration:
         transport, :func:`~jaxcoll.tools.distributed.transport`).
 
     Returns:
-      The :class:`~jaxcoll.Calibration`: α, β, γ and the per-algorithm factors that
+      The :class:`~jaxcoll.Calibration` — α, β, γ and the per-algorithm factors that
       :func:`jaxcoll.cost`, :func:`jaxcoll.choose` and ``auto`` price with.
 
     >>> calibration("cpu").backend

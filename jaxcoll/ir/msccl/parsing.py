@@ -211,7 +211,7 @@ def parse(source, assume: dict | None = None, *, _stacklevel: int = 2) -> Progra
         e.g. ``{"outofplace": 0, "minBytes": 0, "maxBytes": 0}``; None for none.
 
     Returns:
-      The :class:`Program`: the ``<algo>`` attributes and every gpu's threadblocks and
+      The :class:`Program` — the ``<algo>`` attributes and every gpu's threadblocks and
       steps.
 
     Raises:
