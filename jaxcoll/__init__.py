@@ -7,7 +7,8 @@ it): ``ir`` (schedules and what they must do), ``analysis`` (their costs on pape
 This module gathers the public names.
 """
 
-from importlib import metadata as _metadata  # the namespace holds the public names only
+import sys as _sys  # the namespace holds the public names only
+from importlib import metadata as _metadata
 
 from jaxcoll import _moved  # the import paths the fourth edition moved, as warning aliases
 from jaxcoll import lax  # lax's collectives by lax's names: `from jaxcoll import lax`
@@ -80,7 +81,7 @@ __all__ = [
     "tree_allreduce", "tree_broadcast", "verify",
 ]
 
-_moved.install()
+_moved.install(_sys.modules[__name__])
 
 
 def __getattr__(name: str):

@@ -124,10 +124,23 @@ class Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 FINDER = Finder()
 
 
-def install() -> None:
-    """Put the finder after Python's own (once), so only paths nothing else finds reach it."""
+class Package(types.ModuleType):
+    """``jaxcoll``'s module type: an alias never takes the place of a public name it shares
+    (importing ``jaxcoll.synthesize``, the old module, leaves ``jaxcoll.synthesize`` the
+    function; Python sets a submodule as its package's attribute once it is imported)."""
+
+    def __setattr__(self, name: str, value) -> None:
+        if isinstance(value, Alias) and name in self.__dict__:
+            return
+        super().__setattr__(name, value)
+
+
+def install(package: types.ModuleType) -> None:
+    """Put the finder after Python's own (once), so only paths nothing else finds reach it,
+    and keep ``package``'s public names from its aliases (:class:`Package`)."""
     if FINDER not in sys.meta_path:
         sys.meta_path.append(FINDER)
+    package.__class__ = Package
 
 
 def attribute(name: str):

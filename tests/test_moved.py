@@ -20,7 +20,8 @@ def _forget(old: str) -> None:
     for name in [m for m in sys.modules if m == f"jaxcoll.{old}" or
                  m.startswith(f"jaxcoll.{old}.")]:
         del sys.modules[name]
-    jaxcoll.__dict__.pop(old, None)
+    if isinstance(jaxcoll.__dict__.get(old), _moved.Alias):
+        del jaxcoll.__dict__[old]
     _moved._warned.difference_update({w for w in _moved._warned
                                       if w.startswith(f"jaxcoll.{old}")})
 
@@ -55,6 +56,17 @@ def test_the_old_names_that_moved_elsewhere_and_the_package_attribute():
     with pytest.warns(DeprecationWarning, match="jaxcoll.families.ring moved to "
                       "jaxcoll.ir.families.ring"):
         importlib.import_module("jaxcoll.families.ring")
+
+
+def test_an_old_module_path_never_replaces_a_public_name_it_shares():
+    """``jaxcoll.synthesize`` was a module's name and is the public function's: importing the
+    old module leaves the function in its place (Python sets an imported submodule as its
+    package's attribute)."""
+    function = jaxcoll.synthesize
+    _forget("synthesize")
+    with pytest.warns(DeprecationWarning, match="jaxcoll.synthesize moved"):
+        alias = importlib.import_module("jaxcoll.synthesize")
+    assert jaxcoll.synthesize is function and alias.Synthesis is jaxcoll.Synthesis
 
 
 def test_a_public_name_that_did_not_move_does_not_warn():
