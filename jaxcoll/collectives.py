@@ -13,6 +13,9 @@ axes outside the collective runs on its local shards by sharded.py.
 
 ``hierarchical`` runs on a tuple axis of k levels (outermost first); its schedule is built
 from their sizes.
+
+One job, the public collectives; most of the module's length is their docstrings (Args, Raises,
+examples run as doctests by tests/test_docstrings.py).
 """
 
 from __future__ import annotations

@@ -13,6 +13,9 @@ model's to decide (:func:`use_defaults`, installed by jaxcoll/tools/auto.py). On
 (:func:`~jaxcoll.analysis.topology.shared`, with :func:`~jaxcoll.analysis.topology.simulate`);
 ``ranking``, ``bounds`` and ``explain`` also take any ``topology`` to answer on paper. One with
 ``timings`` (measured on this machine by :mod:`jaxcoll.tools.calibration_cache`) ranks by them.
+
+One job, the α-β-γ model and its calibrations; much of its length is the public names'
+docstrings and their examples.
 """
 
 from __future__ import annotations

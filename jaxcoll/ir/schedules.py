@@ -33,6 +33,8 @@ one-transfer rounds, not 33 million transfers; the registered ring is written th
 ``round_.transfers`` (and printing, drawing) write every rank's out; ``cost``, ``simulate``,
 ``verify`` and the executor's plan read the compact form (``Schedule.explicit()`` is the same
 schedule written out, which they treat alike).
+
+One job, what a schedule is; much of its length is the public classes' docstrings and examples.
 """
 
 from __future__ import annotations

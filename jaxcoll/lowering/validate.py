@@ -31,6 +31,8 @@ comments").
 
 Which NaN a reduce keeps when both operands are NaN (``lower_sender_first``) is the executor's
 tie-break, not data movement; tests/test_reliability.py checks it.
+
+One job, the plan checked against its schedule, explicit and symmetric alike.
 """
 
 from __future__ import annotations

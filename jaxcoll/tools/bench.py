@@ -54,6 +54,8 @@ On GPUs, collective-permute (what every ppermute becomes) depends on XLA flags s
 ``--xla_gpu_use_memcpy_local_p2p`` (copies between GPUs of one process with cudaMemcpy
 instead of NCCL send/recv), ``--xla_gpu_collective_permute_combine_threshold_bytes`` and
 ``--xla_gpu_collective_permute_decomposer_threshold``; bench/RESULTS.md cites the sources.
+
+One job, the nccl-tests style benchmark: its sweep, its table and outputs, its command line.
 """
 
 from __future__ import annotations
