@@ -1,7 +1,7 @@
 """The algorithm registry: for each primitive, the schedule builders by algorithm name.
 
 Each builder takes the rank count ``n`` (and ``root`` if the algorithm is rooted, ``pieces`` if
-it is pipelined) and returns a :class:`~jaxcoll.schedule.Schedule`. ``xla`` (the ``lax``
+it is pipelined) and returns a :class:`~jaxcoll.ir.schedules.Schedule`. ``xla`` (the ``lax``
 built-in) and ``auto`` (the library's choice) are not schedules; they are handled in
 :mod:`jaxcoll.collectives`.
 """
@@ -29,8 +29,8 @@ from jaxcoll.ir.families import (
 from jaxcoll.ir.schedules import Schedule
 
 # Pipelined trees cut messages into pieces of about this size, at most MAX_PIECES. Each piece
-# costs the tree's rounds again in latency (α); on 8 fake CPU devices 1 MiB pieces made a 16 MiB
-# tree allreduce 5x slower than one piece, so pieces are large: only big messages pipeline.
+# costs the tree's rounds again in latency (α), so pieces are large: only big messages
+# pipeline (the measurement: bench/RESULTS.md, "Numbers that were in code comments").
 PIECE_BYTES = 16 << 20
 MAX_PIECES = 8
 
@@ -43,8 +43,8 @@ class Algorithm:
     # build((s_0, ..., s_k-1)): needs a tuple axis, one name per level (any number of levels)
     two_level: bool = False
     # auto considers it; two_shot and pairwise only for compressed data (uncompressed they are
-    # the ring's bytes and rounds), chain never yet: on fake CPU devices it ran 2.3x slower than
-    # scatter_allgather at 16 MiB, which no calibration of it tells auto (RESULTS.md)
+    # the ring's bytes and rounds), chain never yet: measured slower than scatter_allgather
+    # where it should pipeline, which no calibration of it tells auto (bench/RESULTS.md)
     auto: bool = True
     auto_when_compressed: bool = True  # auto considers it for compressed data (auto or not)
     model_pieces: bool = False  # pipelined in as many pieces as the model finds fastest
