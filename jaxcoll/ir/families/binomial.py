@@ -16,6 +16,7 @@ number of ranks holding it doubles every round.
 from __future__ import annotations
 
 from jaxcoll.ir.families.tree import relabel, rooted_broadcast
+from jaxcoll.ir.per_rank import rounds
 from jaxcoll.ir.schedules import Schedule, Transfer
 
 
@@ -39,17 +40,22 @@ def reduce(n: int, root: int = 0, pieces: int = 1) -> Schedule:
 def scatter(n: int, root: int = 0) -> Schedule:
     """Binomial scatter from ``root``: rank r ends with chunk r, in ceil(log2 n) rounds.
 
-    Round j (j = 0, 1, ...) is the step 2^k = 2^(K-1-j): every v that is a multiple of 2^(k+1)
-    sends the chunks of the subtree v + 2^k .. v + 2^(k+1) - 1 to v + 2^k.
+    Step 2^k, k = K-1 .. 0: every v that is a multiple of 2^(k+1) sends the chunks of the
+    subtree v + 2^k .. v + 2^(k+1) - 1 to v + 2^k (virtual ranks v = (r - root) % n).
     """
     real = relabel(n, root)
-    rounds = []
-    for k in reversed(range(max(n - 1, 0).bit_length())):
-        step = 1 << k
-        rounds.append([Transfer(real(v), real(v + step),
-                                [real(u) for u in range(v + step, min(v + 2 * step, n))], False)
-                       for v in range(0, n, 2 * step) if v + step < n])
-    return Schedule.build("binomial scatter", n, n_chunks=n, rounds=rounds)
+
+    def sends(r, step):  # virtual rank v sends v + step the subtree v + step .. v + 2·step - 1
+        v = (r - root) % n
+        subtree = [real(u) for u in range(v + step, min(v + 2 * step, n))]
+        return [Transfer(r, real(v + step), subtree, False)]
+
+    def senders(step):  # the multiples of 2·step with a child at v + step
+        return [real(v) for v in range(0, n, 2 * step) if v + step < n]
+
+    steps = [1 << k for k in reversed(range(max(n - 1, 0).bit_length()))]
+    return Schedule.build("binomial scatter", n, n_chunks=n,
+                          rounds=rounds(n, steps, sends, active=senders))
 
 
 def gather(n: int, root: int = 0) -> Schedule:

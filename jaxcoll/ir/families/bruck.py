@@ -20,7 +20,8 @@ yet to leave.
 
 from __future__ import annotations
 
-from jaxcoll.ir.schedules import Schedule, Transfer, rotating
+from jaxcoll.ir.per_rank import rounds
+from jaxcoll.ir.schedules import Schedule, Transfer
 
 
 def _distances(n: int) -> list[int]:
@@ -30,20 +31,23 @@ def _distances(n: int) -> list[int]:
 
 def allgather(n: int) -> Schedule:
     """Bruck allgather: ceil(log2 n) rounds for any n."""
-    rounds = rotating([[Transfer(0, (-d) % n, range(min(d, n - d)), False)]
-                        for d in _distances(n)], n)
-    return Schedule.build("bruck allgather", n, n_chunks=n, rounds=rounds)
+    def sends(r, d):  # to r - d, the blocks it holds, r .. r + d - 1 (the last round: those
+        return [Transfer(r, (r - d) % n,  # still missing there, n - d of them)
+                         [(r + k) % n for k in range(min(d, n - d))], False)]
+
+    return Schedule.build("bruck allgather", n, n_chunks=n,
+                          rounds=rounds(n, _distances(n), sends, symmetry="rotate"))
 
 
 def alltoall(n: int) -> Schedule:
     """Bruck alltoall: ceil(log2 n) rounds for any n; block offsets travel bit by bit."""
-
     def chunk(holder: int, offset: int, arrived: bool) -> int:
         return n + (holder - offset) % n if arrived else (holder + offset) % n
 
-    rounds = []
-    for d in _distances(n):
-        offsets = [j for j in range(1, n) if j & d]  # the blocks that move this round
-        rounds.append([Transfer(0, d % n, [chunk(0, j, False) for j in offsets], False,
-                                into=[chunk(d % n, j, j < 2 * d) for j in offsets])])
-    return Schedule.build("bruck alltoall", n, n_chunks=2 * n, rounds=rotating(rounds, n))
+    def sends(r, d):  # to r + d, every block whose offset j has bit d set; it lands in its
+        offsets = [j for j in range(1, n) if j & d]  # receiver's chunk n + source (j < 2d)
+        return [Transfer(r, (r + d) % n, [chunk(r, j, False) for j in offsets], False,
+                         into=[chunk((r + d) % n, j, j < 2 * d) for j in offsets])]
+
+    return Schedule.build("bruck alltoall", n, n_chunks=2 * n,
+                          rounds=rounds(n, _distances(n), sends, symmetry="rotate"))

@@ -24,56 +24,51 @@ drawn like any other, and the executor runs it over the tuple axis.
 from __future__ import annotations
 
 from math import prod
-from typing import Callable
 
 import numpy as np
 
-from jaxcoll.ir.families import ring
+from jaxcoll.ir.per_rank import rounds
 from jaxcoll.ir.schedules import Schedule, Transfer
 
 Shape = tuple[int, ...]  # the levels' sizes, outermost first
 
 
-def _lifted(schedule: Schedule, groups: list[list[int]],
-            chunks_of: Callable[[int, int], list[int]]) -> list[list[Transfer]]:
-    """``schedule`` run by every group at once: in group g, local rank j is ``groups[g][j]``
-    and local chunk c is the chunks ``chunks_of(g, c)``."""
-    def lift(g: int, t: Transfer) -> Transfer:
-        chunks = [b for c in t.chunks for b in chunks_of(g, c)]
-        into = [b for c in t.into for b in chunks_of(g, c)]
-        return Transfer(groups[g][t.src], groups[g][t.dst], chunks, t.reduce, into=into)
+def _level(shape: Shape, level: int, reduce: bool) -> list:
+    """The ring of ``level`` run along every line of it at once (the module docstring): the
+    reduce-scatter's rounds (``reduce``) or the allgather's."""
+    outer, size, inner = prod(shape[:level]), shape[level], prod(shape[level + 1:])
+    ranks = np.arange(prod(shape)).reshape(outer, size, inner)  # rank (p, c, q): c in the line
 
-    return [[lift(g, t) for g in range(len(groups)) for t in round_]
-            for round_ in schedule.rounds]
+    def sends(r, step):  # the ring's chunk (c - step - 1) % size, or (c - step) % size, as the
+        p, c, q = np.unravel_index(r, ranks.shape)  # super-block of blocks (any p', that c, q)
+        ring_chunk = (c - step - 1) % size if reduce else (c - step) % size
+        return [Transfer(r, int(ranks[p, (c + 1) % size, q]), ranks[:, ring_chunk, q].tolist(),
+                         reduce)]
 
+    def line_by_line(_):  # ranks in the order of their lines, (p, q), then along each line
+        return ranks.transpose(0, 2, 1).ravel().tolist()
 
-def _level(shape: Shape, level: int, ring_schedule: Schedule) -> list[list[Transfer]]:
-    """``ring_schedule`` (on shape[level] ranks) run along every line of ``level`` at once, on
-    all n ranks and n chunks (see the module docstring)."""
-    outer, inner = prod(shape[:level]), prod(shape[level + 1:])
-    ranks = np.arange(prod(shape)).reshape(outer, shape[level], inner)  # rank (p, c, q)
-    lines = [ranks[p, :, q].tolist() for p in range(outer) for q in range(inner)]
-    return _lifted(ring_schedule, lines, lambda line, c: ranks[:, c, line % inner].tolist())
+    return rounds(prod(shape), range(size - 1), sends, active=line_by_line)
 
 
-def _build(name: str, shape: Shape, rounds: list[list[Transfer]]) -> Schedule:
+def _build(name: str, shape: Shape, rounds_: list) -> Schedule:
     n = prod(shape)
     return Schedule.build(f"hierarchical {name} {'x'.join(map(str, shape))}", n, n_chunks=n,
-                          rounds=rounds)
+                          rounds=rounds_)
 
 
 def reduce_scatter(shape: Shape) -> Schedule:
     """A ring reduce_scatter per level, innermost first; rank r ends with block r."""
-    rounds = [round_ for level in reversed(range(len(shape)))
-              for round_ in _level(shape, level, ring.reduce_scatter(shape[level]))]
-    return _build("reduce_scatter", shape, rounds)
+    rounds_ = [round_ for level in reversed(range(len(shape)))
+               for round_ in _level(shape, level, reduce=True)]
+    return _build("reduce_scatter", shape, rounds_)
 
 
 def allgather(shape: Shape) -> Schedule:
     """A ring allgather per level, outermost first."""
-    rounds = [round_ for level in range(len(shape))
-              for round_ in _level(shape, level, ring.allgather(shape[level]))]
-    return _build("allgather", shape, rounds)
+    rounds_ = [round_ for level in range(len(shape))
+               for round_ in _level(shape, level, reduce=False)]
+    return _build("allgather", shape, rounds_)
 
 
 def allreduce(shape: Shape) -> Schedule:

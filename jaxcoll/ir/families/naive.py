@@ -6,12 +6,14 @@ measured against. The unrooted collectives go through rank 0. AllToAll has no ro
 form is the pairwise exchange, each rank sending to each other rank directly, one per round.
 """
 
-from jaxcoll.ir.schedules import Schedule, Transfer, rotating
+from jaxcoll.ir.per_rank import rounds
+from jaxcoll.ir.schedules import Schedule, Transfer
 
 
 def _in_turn(transfer, n: int, root: int = 0) -> list[list[Transfer]]:
-    """One round per rank other than ``root``, in rank order: round k holds transfer(rank)."""
-    return [[transfer(rank)] for rank in range(n) if rank != root]
+    """The root's loop: one round per rank k other than ``root``, in rank order, holding
+    ``transfer(k)`` (the root's send to k, or k's to the root)."""
+    return [[transfer(k)] for k in range(n) if k != root]
 
 
 def broadcast(n: int, root: int = 0) -> Schedule:
@@ -60,5 +62,8 @@ def allgather(n: int) -> Schedule:
 def alltoall(n: int) -> Schedule:
     """Pairwise alltoall: in round k (1..n-1) rank r sends its block for rank r + k straight
     there, into the chunk kept for data from r (the 2n-chunk layout of symbolic.py)."""
-    rounds = rotating([[Transfer(0, k, k, False, into=n)] for k in range(1, n)], n)
-    return Schedule.build("naive alltoall", n, n_chunks=2 * n, rounds=rounds)
+    def sends(r, k):  # its block for rank r + k, into the chunk kept for data from r
+        return [Transfer(r, (r + k) % n, (r + k) % n, False, into=n + r)]
+
+    return Schedule.build("naive alltoall", n, n_chunks=2 * n,
+                          rounds=rounds(n, range(1, n), sends, symmetry="rotate"))

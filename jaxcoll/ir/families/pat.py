@@ -33,7 +33,8 @@ with one GPU per node; here it runs on any axis.
 
 from __future__ import annotations
 
-from jaxcoll.ir.schedules import Schedule, Transfer, rotating
+from jaxcoll.ir.per_rank import rounds
+from jaxcoll.ir.schedules import Schedule, Transfer
 
 
 def _distances(n: int) -> list[int]:
@@ -43,9 +44,11 @@ def _distances(n: int) -> list[int]:
 
 def allgather(n: int) -> Schedule:
     """PAT allgather: distances halve, data doubles; ceil(log2 n) rounds for any n."""
-    rounds = rotating([[Transfer(0, d % n, [(-u) % n for u in range(0, n - d, 2 * d)], False)]
-                        for d in _distances(n)], n)  # rank 0's; rank r's moved r on
-    return Schedule.build("pat allgather", n, n_chunks=n, rounds=rounds)
+    def sends(r, d):  # to r + d, the blocks r - u it holds (u = 0, 2d, 4d, ... with u + d < n)
+        return [Transfer(r, (r + d) % n, [(r - u) % n for u in range(0, n - d, 2 * d)], False)]
+
+    return Schedule.build("pat allgather", n, n_chunks=n,
+                          rounds=rounds(n, _distances(n), sends, symmetry="rotate"))
 
 
 def reduce_scatter(n: int) -> Schedule:

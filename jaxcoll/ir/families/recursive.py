@@ -26,7 +26,8 @@ from __future__ import annotations
 
 from typing import Callable
 
-from jaxcoll.ir.schedules import Round, Schedule, Symmetry, Transfer
+from jaxcoll.ir.per_rank import rounds
+from jaxcoll.ir.schedules import Schedule, Transfer
 
 
 def _power_below(n: int) -> int:
@@ -41,16 +42,18 @@ def _blocks(ranks, n: int) -> list[int]:
     return sorted(b for v in ranks for b in (v, p + v) if b < n)
 
 
-def _fold(n: int, chunks: Callable[[int], list[int]], reduce: bool) -> list[list[Transfer]]:
+def _fold(n: int, chunks: Callable[[int], list[int]], reduce: bool) -> list:
     """One round (none if n is a power of two): extra rank p + i sends ``chunks(p + i)`` to i."""
     p = _power_below(n)
-    return [[Transfer(p + i, i, chunks(p + i), reduce) for i in range(n - p)]] if n > p else []
+    return rounds(n, [0] if n > p else [], lambda r, _: [Transfer(r, r - p, chunks(r), reduce)],
+                  active=lambda _: range(p, n))
 
 
-def _unfold(n: int, chunks: Callable[[int], list[int]]) -> list[list[Transfer]]:
+def _unfold(n: int, chunks: Callable[[int], list[int]]) -> list:
     """One round (none if n is a power of two): rank i copies ``chunks(p + i)`` to p + i."""
     p = _power_below(n)
-    return [[Transfer(i, p + i, chunks(p + i), False) for i in range(n - p)]] if n > p else []
+    return rounds(n, [0] if n > p else [], lambda i, _: [Transfer(i, p + i, chunks(p + i), False)],
+                  active=lambda _: range(n - p))
 
 
 def _distances(n: int) -> list[int]:
@@ -59,65 +62,60 @@ def _distances(n: int) -> list[int]:
     return [1 << k for k in range(p.bit_length() - 1)]
 
 
-def _exchanges(n: int, d: int, blocks: Callable[[int], list[int]], reduce: bool,
-               whole: bool = False):
-    """One round of the p ranks: v sends ``blocks(v)`` to v ^ d. Where n = p, given by rank 0's
-    transfer and the symmetry v -> v ^ r: rank r's blocks are rank 0's with the bits of r at
-    and above d flipped (which keeps each run of d blocks in order); ``whole``: every rank
-    sends the same chunk ids (the whole buffer)."""
+def _exchanges(n: int, distances: list[int], blocks: Callable[[int, int], list[int]],
+               reduce: bool) -> list:
+    """One round per distance d: each of the p ranks v sends ``blocks(v, d)`` to v ^ d (every
+    rank alike, bits flipped, when n = p; else written out, the extra ranks idle)."""
     p = _power_below(n)
-    if n == p:
-        mask = 0 if whole else (n - 1) & ~(d - 1)
-        return Round([Transfer(0, d, blocks(0), reduce)], Symmetry("xor", n, mask=mask))
-    return [Transfer(v, v ^ d, blocks(v), reduce) for v in range(p)]
+    return rounds(n, distances, lambda v, d: [Transfer(v, v ^ d, blocks(v, d), reduce)],
+                  symmetry="xor" if n == p else None, active=None if n == p else lambda _: range(p))
+
+
+def _group(v: int, d: int) -> range:
+    """The d ranks u with u // d == v // d: v's group of d."""
+    return range(v - v % d, v - v % d + d)
 
 
 def _halving(n: int) -> list:
-    """Recursive halving on p ranks: d = p/2 .. 1; v sends its partner the blocks of the
-    partner's half of v's current group (the ranks u with u // 2d == v // 2d)."""
-    p = _power_below(n)
-    return [_exchanges(n, d, lambda v, d=d: _blocks(
-                [u for u in range(p) if u // (2 * d) == v // (2 * d) and u & d != v & d], n),
-                reduce=True)
-            for d in reversed(_distances(n))]
+    """Recursive halving on p ranks: d = p/2 .. 1; v sends its partner v ^ d the blocks of the
+    partner's half of their group of 2d (the d ranks of the partner's group of d), which it
+    adds into its own."""
+    return _exchanges(n, _distances(n)[::-1], lambda v, d: _blocks(_group(v ^ d, d), n),
+                      reduce=True)
 
 
 def _doubling(n: int) -> list:
-    """Recursive doubling on p ranks: d = 1 .. p/2; v sends its partner the blocks of its
-    current group (the ranks u with u // d == v // d)."""
-    p = _power_below(n)
-    return [_exchanges(n, d, lambda v, d=d: _blocks([u for u in range(p) if u // d == v // d],
-                                                    n), reduce=False)
-            for d in _distances(n)]
+    """Recursive doubling on p ranks: d = 1 .. p/2; v sends its partner v ^ d the blocks of
+    its group of d, which it has gathered so far."""
+    return _exchanges(n, _distances(n), lambda v, d: _blocks(_group(v, d), n), reduce=False)
 
 
 def allreduce(n: int) -> Schedule:
     """Recursive-doubling allreduce: partners swap and add whole buffers, log2 n rounds."""
-    whole = lambda _: [0]  # noqa: E731
-    exchanges = [_exchanges(n, d, lambda _: [0], reduce=True, whole=True)
-                 for d in _distances(n)]
-    rounds = _fold(n, whole, reduce=True) + exchanges + _unfold(n, whole)
-    return Schedule.build("recursive_doubling allreduce", n, n_chunks=1, rounds=rounds)
+    whole = lambda *_: [0]  # noqa: E731
+    rounds_ = (_fold(n, whole, reduce=True) + _exchanges(n, _distances(n), whole, reduce=True)
+               + _unfold(n, whole))
+    return Schedule.build("recursive_doubling allreduce", n, n_chunks=1, rounds=rounds_)
 
 
 def reduce_scatter(n: int) -> Schedule:
     """Recursive-halving reduce_scatter: rank r ends with block r summed, log2 n rounds."""
-    rounds = (_fold(n, lambda _: list(range(n)), reduce=True) + _halving(n)
-              + _unfold(n, lambda extra: [extra]))
-    return Schedule.build("halving reduce_scatter", n, n_chunks=n, rounds=rounds)
+    rounds_ = (_fold(n, lambda _: list(range(n)), reduce=True) + _halving(n)
+               + _unfold(n, lambda extra: [extra]))
+    return Schedule.build("halving reduce_scatter", n, n_chunks=n, rounds=rounds_)
 
 
 def allgather(n: int) -> Schedule:
     """Recursive-doubling allgather: what each rank holds doubles every round, log2 n rounds."""
     others = lambda extra: [b for b in range(n) if b != extra]  # noqa: E731
-    rounds = _fold(n, lambda extra: [extra], reduce=False) + _doubling(n) + _unfold(n, others)
-    return Schedule.build("doubling allgather", n, n_chunks=n, rounds=rounds)
+    rounds_ = _fold(n, lambda extra: [extra], reduce=False) + _doubling(n) + _unfold(n, others)
+    return Schedule.build("doubling allgather", n, n_chunks=n, rounds=rounds_)
 
 
 def halving_doubling_allreduce(n: int) -> Schedule:
     """Rabenseifner's allreduce: recursive-halving reduce_scatter + recursive-doubling
     allgather, 2 log2 n rounds, 2(n-1)/n · N bytes per rank."""
     everything = lambda _: list(range(n))  # noqa: E731
-    rounds = (_fold(n, everything, reduce=True) + _halving(n) + _doubling(n)
-              + _unfold(n, everything))
-    return Schedule.build("halving_doubling allreduce", n, n_chunks=n, rounds=rounds)
+    rounds_ = (_fold(n, everything, reduce=True) + _halving(n) + _doubling(n)
+               + _unfold(n, everything))
+    return Schedule.build("halving_doubling allreduce", n, n_chunks=n, rounds=rounds_)

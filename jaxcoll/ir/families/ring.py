@@ -13,33 +13,31 @@ each rank sends one chunk to its right neighbour, so every link is busy every ro
 - bidirectional_ring: the data is split in two and one ring runs each way at once, so both
   directions of every link carry data (NCCL's rings use both directions the same way). Same
   rounds and bytes per rank; on full-duplex links each direction carries half.
+
+Each is written as what rank r sends in a step; every rank does rank 0's moved r ranks on, which
+the rounds store once (:mod:`jaxcoll.ir.per_rank`).
 """
 
-from jaxcoll.ir.schedules import Schedule, Transfer, rotating
-
-
-def _ring_rounds(n: int, first_chunk: int, reduce: bool, direction: int = 1,
-                 chunk_id=lambda c: c) -> list[list[Transfer]]:
-    """The ring's rounds, as rank 0's transfers (every rank r does the same moved by r).
-    Clockwise (direction 1), in round ``step`` rank r sends chunk (r - step + first_chunk) % n
-    to rank r + 1. Counter-clockwise (-1) is its mirror image (rank r -> -r, chunk c -> -c):
-    rank r sends chunk (r + step - first_chunk) % n to r - 1. ``chunk_id`` maps the ring's
-    chunk c to the buffer's."""
-    return [[Transfer(0, direction % n, chunk_id((-direction * (step - first_chunk)) % n),
-                      reduce)]
-            for step in range(n - 1)]
+from jaxcoll.ir.per_rank import rounds
+from jaxcoll.ir.schedules import Schedule, Transfer
 
 
 def reduce_scatter(n: int) -> Schedule:
     """Ring reduce-scatter: rank r ends with chunk r reduced over all ranks."""
-    rounds = rotating(_ring_rounds(n, first_chunk=-1, reduce=True), n)
-    return Schedule.build("ring reduce_scatter", n, n_chunks=n, rounds=rounds)
+    def sends(r, step):  # chunk (r - step - 1) % n to the right, where it is added
+        return [Transfer(r, (r + 1) % n, (r - step - 1) % n, reduce=True)]
+
+    return Schedule.build("ring reduce_scatter", n, n_chunks=n,
+                          rounds=rounds(n, range(n - 1), sends, symmetry="rotate"))
 
 
 def allgather(n: int) -> Schedule:
     """Ring allgather: rank r starts with chunk r and ends with every chunk."""
-    rounds = rotating(_ring_rounds(n, first_chunk=0, reduce=False), n)
-    return Schedule.build("ring allgather", n, n_chunks=n, rounds=rounds)
+    def sends(r, step):  # chunk (r - step) % n to the right, where it is copied
+        return [Transfer(r, (r + 1) % n, (r - step) % n, reduce=False)]
+
+    return Schedule.build("ring allgather", n, n_chunks=n,
+                          rounds=rounds(n, range(n - 1), sends, symmetry="rotate"))
 
 
 def allreduce(n: int) -> Schedule:
@@ -47,23 +45,26 @@ def allreduce(n: int) -> Schedule:
     return reduce_scatter(n) + allgather(n)
 
 
-def _both_ways(name: str, n: int, first_chunk: int, reduce: bool) -> Schedule:
-    """Two rings at once on 2n chunks: clockwise on chunks 2c, counter-clockwise on 2c + 1
-    (block c of the buffer is chunks 2c and 2c + 1)."""
-    clockwise = _ring_rounds(n, first_chunk, reduce, 1, lambda c: 2 * c)
-    counter = _ring_rounds(n, first_chunk, reduce, -1, lambda c: 2 * c + 1)
-    rounds = rotating([cw + ccw for cw, ccw in zip(clockwise, counter)], n, stride=2)
-    return Schedule.build(name, n, n_chunks=2 * n, rounds=rounds)
+def _both_ways(name: str, n: int, first: int, reduce: bool) -> Schedule:
+    """Two rings at once on 2n chunks: block c of the buffer is chunks 2c (it goes clockwise,
+    as the ring above) and 2c + 1 (counter-clockwise, the mirror image: rank r sends block
+    (r + step - first) % n to r - 1). ``first``: -1 for the reduce-scatter, 0 the allgather."""
+    def sends(r, step):
+        return [Transfer(r, (r + 1) % n, 2 * ((r - step + first) % n), reduce),
+                Transfer(r, (r - 1) % n, 2 * ((r + step - first) % n) + 1, reduce)]
+
+    return Schedule.build(name, n, n_chunks=2 * n,
+                          rounds=rounds(n, range(n - 1), sends, symmetry="rotate", name=name))
 
 
 def bidirectional_reduce_scatter(n: int) -> Schedule:
     """Half of every block goes round each way: n-1 rounds of two sends per rank."""
-    return _both_ways("bidirectional_ring reduce_scatter", n, first_chunk=-1, reduce=True)
+    return _both_ways("bidirectional_ring reduce_scatter", n, first=-1, reduce=True)
 
 
 def bidirectional_allgather(n: int) -> Schedule:
     """Half of every block goes round each way: n-1 rounds of two sends per rank."""
-    return _both_ways("bidirectional_ring allgather", n, first_chunk=0, reduce=False)
+    return _both_ways("bidirectional_ring allgather", n, first=0, reduce=False)
 
 
 def bidirectional_allreduce(n: int) -> Schedule:

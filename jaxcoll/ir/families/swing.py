@@ -40,12 +40,11 @@ rounds and N bytes more, none when n is a power of two.
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 import numpy as np
 
 from jaxcoll.ir.families.recursive import _power_below
-from jaxcoll.ir.schedules import Round, Schedule, Symmetry, Transfer
+from jaxcoll.ir.per_rank import rounds
+from jaxcoll.ir.schedules import Schedule, Transfer
 
 
 def rho(step: int) -> int:
@@ -53,21 +52,19 @@ def rho(step: int) -> int:
     return (1 - (-2) ** (step + 1)) // 3
 
 
-def peer(rank: int, step: int, p: int) -> int:
-    """π(r, s): rank r's partner at step s among p ranks."""
-    return (rank + rho(step)) % p if rank % 2 == 0 else (rank - rho(step)) % p
+def peer(rank, step: int, p: int):
+    """π(r, s): rank r's partner at step s among p ranks (r an int or a numpy array)."""
+    return (rank + (1 - 2 * (rank % 2)) * rho(step)) % p  # r + ρ(s) if r is even, else r - ρ(s)
 
 
-@lru_cache(maxsize=8)  # the reduce-scatter and the allgather read the same table
-def reach(p: int) -> tuple[tuple[frozenset[int], ...], ...]:
-    """reach[s][v]: the ranks v reaches by the peers of steps s, ..., log2 p - 1 (p a power
-    of two); reach[log2 p][v] = {v}."""
-    steps = p.bit_length() - 1
-    table = [tuple(frozenset({v}) for v in range(p))]
-    for step in reversed(range(steps)):
-        later = table[0]
-        table.insert(0, tuple(later[v] | later[peer(v, step, p)] for v in range(p)))
-    return tuple(table)
+def reach(rank: int, step: int, p: int) -> np.ndarray:
+    """The ranks ``rank`` reaches by the peers of steps ``step``, ..., log2 p - 1 (p a power
+    of two), sorted: reach(r, s) = reach(r, s+1) ∪ reach(π(r, s), s+1), reach(r, log2 p) =
+    {r}, unrolled: the ranks so far and their peers at step s, then at s + 1, ..."""
+    ranks = np.array([rank])
+    for later in range(step, p.bit_length() - 1):
+        ranks = np.union1d(ranks, peer(ranks, later, p))
+    return ranks
 
 
 def _real_rank(virtual: int, n: int) -> int:
@@ -77,64 +74,53 @@ def _real_rank(virtual: int, n: int) -> int:
     return 2 * virtual if virtual < extra else virtual + extra
 
 
+def _virtual_rank(rank: int, n: int) -> int | None:
+    """The virtual rank a rank is, None for the odd rank of a folded pair (it sits out)."""
+    extra = n - _power_below(n)
+    if rank < 2 * extra:
+        return None if rank % 2 else rank // 2
+    return rank - extra
+
+
 def _blocks(virtual_ranks, n: int) -> list[int]:
     """The blocks a set of virtual ranks stands for: each one's own and its folded partner's."""
     extra = n - _power_below(n)
-    return sorted(b for v in virtual_ranks for b in ((2 * v, 2 * v + 1) if v < extra
-                                                     else (v + extra,)))
+    return sorted(b for v in virtual_ranks.tolist() for b in ((2 * v, 2 * v + 1) if v < extra
+                                                              else (v + extra,)))
 
 
-def _fold(n: int, reduce: bool) -> list[list[Transfer]]:
+def _fold(n: int, reduce: bool) -> list:
     """One round (none at a power of two): 2i + 1 adds its whole buffer into 2i (``reduce``),
     or 2i copies the whole buffer to 2i + 1."""
-    pairs = range(n - _power_below(n))
-    if not pairs:
-        return []
-    return [[Transfer(2 * i + 1, 2 * i, range(n), True) if reduce
-             else Transfer(2 * i, 2 * i + 1, range(n), False) for i in pairs]]
-
-
-def _reach_of_0(p: int) -> list[np.ndarray]:
-    """reach[s][0] for s = 0 .. log2 p, by the mirror symmetry alone: rank x reaches rank 0's
-    set moved by x (x + c for even x, x - c for odd), so reach(0, s) = reach(0, s+1) and that
-    moved by its peer, with no table of every rank's."""
-    mirror = Symmetry("mirror", p, modulus=p)
-    sets = [np.array([0])]
-    for step in reversed(range(p.bit_length() - 1)):
-        later = sets[0]
-        sets.insert(0, np.union1d(later, mirror.chunk(later, peer(0, step, p))))
-    return sets
+    extra = n - _power_below(n)
+    if reduce:
+        return rounds(n, [0] if extra else [], lambda r, _: [Transfer(r, r - 1, range(n), True)],
+                      active=lambda _: range(1, 2 * extra, 2))
+    return rounds(n, [0] if extra else [], lambda r, _: [Transfer(r, r + 1, range(n), False)],
+                  active=lambda _: range(0, 2 * extra, 2))
 
 
 def _exchanges(n: int, reduce: bool) -> list:
-    """Swing on the p virtual ranks: the reduce-scatter (steps 0 .. L-1, each rank sends the
-    blocks its peer reaches next) or the allgather (steps L-1 .. 0, each sends what it reaches)."""
+    """Swing on the p virtual ranks: the reduce-scatter (steps 0 .. L-1: v sends π(v, s) the
+    blocks π(v, s) reaches next, which it adds) or the allgather (steps L-1 .. 0: v sends what
+    it reaches, copied). Every rank alike, odd ones mirrored, where n = p."""
     p = _power_below(n)
     steps = range(p.bit_length() - 1)
-    if n == p > 1:  # rank 0's transfers; even ranks r move them r on, odd ones mirror (r - x)
-        mirror, reached = Symmetry("mirror", n, modulus=n), _reach_of_0(p)
-        rounds = []
-        for step in (steps if reduce else reversed(steps)):
-            partner = peer(0, step, p)
-            sent = mirror.chunk(reached[step + 1], partner) if reduce else reached[step + 1]
-            rounds.append(Round([Transfer(0, partner, sorted(sent.tolist()), reduce)], mirror))
-        return rounds
-    table = reach(p)
-    rounds = []
-    for step in (steps if reduce else reversed(steps)):
-        moves = []
-        for v in range(p):
-            partner = peer(v, step, p)
-            sent = table[step + 1][partner if reduce else v]
-            moves.append(Transfer(_real_rank(v, n), _real_rank(partner, n), _blocks(sent, n),
-                                  reduce))
-        rounds.append(moves)
-    return rounds
+
+    def sends(r, step):
+        v = _virtual_rank(r, n)
+        partner = peer(v, step, p)
+        sent = reach(partner if reduce else v, step + 1, p)
+        return [Transfer(r, _real_rank(partner, n), _blocks(sent, n), reduce)]
+
+    return rounds(n, steps if reduce else reversed(steps), sends, name="swing allreduce",
+                  symmetry="mirror" if n == p > 1 else None,
+                  active=None if n == p > 1 else lambda _: (_real_rank(v, n) for v in range(p)))
 
 
 def allreduce(n: int) -> Schedule:
     """Swing allreduce: reduce-scatter then allgather over the swing peers, 2 log2 n rounds,
     2(n-1)/n · N bytes per rank (n a power of two; else 2 rounds and N bytes more)."""
-    rounds = (_fold(n, reduce=True) + _exchanges(n, reduce=True) + _exchanges(n, reduce=False)
-              + _fold(n, reduce=False))
-    return Schedule.build("swing allreduce", n, n_chunks=n, rounds=rounds)
+    rounds_ = (_fold(n, reduce=True) + _exchanges(n, reduce=True) + _exchanges(n, reduce=False)
+               + _fold(n, reduce=False))
+    return Schedule.build("swing allreduce", n, n_chunks=n, rounds=rounds_)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+from jaxcoll.ir.per_rank import as_soon_as_held
 from jaxcoll.ir.schedules import Schedule, Transfer
 
 
@@ -27,28 +28,18 @@ def heap_children(v: int, n: int) -> list[int]:
 
 
 def fan_out(name: str, n: int, children: Callable[[int], list[int]], real: Callable[[int], int],
-            chunks: list[int]) -> list[list[Transfer]]:
+            pieces: list[int]) -> list[list[Transfer]]:
     """Pipelined broadcast rounds down a tree of virtual ranks 0..n-1 rooted at 0.
 
-    ``children(v)`` lists v's children in sending order; ``real(v)`` maps a virtual rank to a
-    real one; each of ``chunks`` is one pipeline piece. Each rank sends at most once a round:
-    its queue is (piece, child) for every piece, then every child, sent as soon as it holds
-    the piece.
+    What rank v does, as NCCL's tree loop writes it: for each piece, receive it, then send it
+    to each of its children (``children(v)``, in order); each send goes as soon as v holds the
+    piece, one a round (:func:`~jaxcoll.ir.per_rank.as_soon_as_held`). ``real(v)`` maps a
+    virtual rank to a real one; each of ``pieces`` is one chunk.
     """
-    holds = {v: set() for v in range(n)}
-    holds[0] = set(chunks)
-    queue = {v: [(c, child) for c in chunks for child in children(v)] for v in range(n)}
-    rounds = []
-    while any(queue.values()):
-        sends = [(v, *queue[v][0]) for v in range(n) if queue[v] and queue[v][0][0] in holds[v]]
-        if not sends:
-            raise ValueError(f"{name}: the tree is not connected to its root")
-        for v, chunk, child in sends:
-            queue[v].pop(0)
-            holds[child].add(chunk)
-        rounds.append([Transfer(real(v), real(child), chunk, reduce=False)
-                       for v, chunk, child in sends])
-    return rounds
+    def program(v):
+        return [(piece, child) for piece in pieces for child in children(v)]
+
+    return as_soon_as_held(n, program, real, pieces, name)
 
 
 def relabel(n: int, root: int) -> Callable[[int], int]:

@@ -11,13 +11,17 @@ owners' sums go round a ring allgather.
 """
 
 from jaxcoll.ir.families import ring
-from jaxcoll.ir.schedules import Schedule, Transfer, rotating
+from jaxcoll.ir.per_rank import rounds
+from jaxcoll.ir.schedules import Schedule, Transfer
 
 
 def pairwise_reduce_scatter(n: int) -> Schedule:
     """Rank r ends with chunk r reduced over all ranks, each chunk sent straight to its owner."""
-    rounds = rotating([[Transfer(0, k, k, reduce=True)] for k in range(1, n)], n)
-    return Schedule.build("pairwise reduce_scatter", n, n_chunks=n, rounds=rounds)
+    def sends(r, k):  # chunk r + k to its owner, rank r + k, which adds it
+        return [Transfer(r, (r + k) % n, (r + k) % n, reduce=True)]
+
+    return Schedule.build("pairwise reduce_scatter", n, n_chunks=n,
+                          rounds=rounds(n, range(1, n), sends, symmetry="rotate"))
 
 
 def allreduce(n: int) -> Schedule:
