@@ -5,9 +5,12 @@ the ``lax`` collectives it matches. Costs are given in the α-β-γ model for N 
 n ranks: α per message round, β per byte sent, γ per byte reduced.
 
 Here: the argument checks (``_arguments``, ``_check_schedule``, ``_compressed``, ...), the
-runner of one schedule per group size (``_runner``) and the public functions. A pytree's
-leaves are packed into buckets, one collective each, by packing.py; a leaf sharded over mesh
-axes outside the collective runs on its local shards by sharded.py.
+runner (``_runner``) and the public functions. The runner packs a pytree's leaves into
+buckets (packing.py's ``pack``), binds one primitive per bucket itself and cuts the results
+back into leaves (``unpack``); a public function whose leaf is sharded over mesh axes outside
+the collective runs on its local shards (sharded.py's ``local_shards``). Both are plain
+functions that return their values, so that the path from a public function to the primitive
+is short (docs/guide/path.md).
 
 ``algorithm="xla"`` runs the ``lax`` built-in instead, one per leaf (references.py).
 
@@ -46,13 +49,13 @@ from jaxcoll.lowering._checks import (
     gather_dim,
     scatter_dim,
 )
-from jaxcoll.lowering.execute import in_sequence
+from jaxcoll.lowering.execute import after, in_sequence
 from jaxcoll.lowering.layout import Layout
 from jaxcoll.lowering.pallas_kernel import as_executor
 from jaxcoll.lowering.primitives import collective
 from jaxcoll.packing import bucket_plan  # noqa: F401 (re-exported: tutorials/06 imports it)
-from jaxcoll.packing import mean, narrowed, packed, typed_as_lax, whole, widened
-from jaxcoll.sharded import sharded_dims_local
+from jaxcoll.packing import mean, narrowed, pack, typed_as_lax, unpack, whole, widened
+from jaxcoll.sharded import local_shards
 
 OPS = ("sum", "mean", "max", "min")
 BUCKET_BYTES = 25 * 2**20  # PyTorch DDP's default bucket_cap_mb
@@ -257,44 +260,58 @@ def _group_size(axis, groups):
 def _runner(primitive: str, algorithm: str, n, axis, op: str = "sum", root: int = 0,
             compress: Compress | None = None, feedback: bool = False, groups=None,
             to: str = "varying", executor="xla"):
-    """``run(buf)`` for ``packing.packed``: the schedule run as one primitive (primitives.py);
-    ``auto`` picks the one the cost model predicts fastest for this buffer (and, compressed,
-    among those with the smallest error bounds), at trace time. Groups of different sizes
-    (allreduce): the groups of each size run their schedule together, and each rank keeps its
-    own group's result. ``executor``: ``"xla"`` or ``"pallas"`` (pallas_kernel.py), the same
-    plan run."""
+    """``run(leaves, layouts, bucket_bytes, whole_leaves=True)``: the leaves packed into buckets
+    (``packing.pack``), the schedule run on each bucket's buffer as one primitive
+    (primitives.py), each after the one before where jaxlib needs it (``_compat.
+    serialize_collectives``), and the results cut back into leaves (``packing.unpack``).
+    ``auto`` picks, per bucket, the schedule the cost model predicts fastest for its buffer
+    (and, compressed, among those with the smallest error bounds), at trace time. Groups of
+    different sizes (allreduce): the groups of each size run their schedule, and each rank
+    keeps its own group's result. ``executor``: ``"xla"`` or ``"pallas"`` (pallas_kernel.py),
+    the same plan run."""
     executor = as_executor(executor)
     if executor != "xla" and compress is not None:
         raise ValueError(f"jaxcoll.{primitive}: compress={compress.kind!r} runs on "
                          "executor='xla' only (the Pallas kernel moves chunks as they are)")
-    if groups and len(set(map(len, groups))) > 1:
-        sizes = sorted(set(map(len, groups)))
-        runs = [_runner(primitive, algorithm, size, axis, op, root, compress, feedback,
-                        tuple(g for g in groups if len(g) == size), to, executor)
-                for size in sizes]
-        mine = _group_size(axis, groups)
-
-        def run_each(buf, *layout):
-            outs = in_sequence(lambda b, run: run(b, *layout), [buf] * len(runs), runs)
-            return functools.reduce(lambda out, pair: jnp.where(mine == pair[0], pair[1], out),
-                                    zip(sizes[1:], outs[1:]), outs[0])
-        return run_each
-    ranks = tuple(axis_size(primitive, name) for name in axis) if two_level(
-        primitive, algorithm) else n
+    sizes = sorted(set(map(len, groups))) if groups else [n]
+    several = len(sizes) > 1  # groups of different sizes: each size's groups on their own
+    members = [tuple(g for g in groups if len(g) == size) if several else groups
+               for size in sizes]
+    mine = _group_size(axis, groups) if several else None
+    levels = tuple(axis_size(primitive, name) for name in axis) if two_level(
+        primitive, algorithm) else None
     combine = "sum" if op == "mean" else op
 
-    def run(buf, layout: Layout | None = None):
-        nbytes = buf.size * buf.dtype.itemsize
-        if isinstance(algorithm, Schedule):  # the caller's own, verified
-            return collective(algorithm, buf, axis, combine, compress, feedback, groups, to,
-                              layout, executor)
-        name = (choose(primitive, n, nbytes, compress=compress) if algorithm == "auto"
-                else algorithm)
-        schedule = build_schedule(primitive, name, ranks, root,
-                                  pieces_for(primitive, name, n, nbytes))
-        return collective(schedule, buf, axis, combine, compress, feedback, groups,
-                          to, layout, executor)
+    def run(leaves: list, layouts: list[Layout], bucket_bytes, whole_leaves: bool = True):
+        buffers, buckets = pack(leaves, layouts, bucket_bytes, whole_leaves)
+        serial, results = _compat.serialize_collectives(), []
+        for buf, bucket in zip(buffers, buckets):
+            outs = []  # one per group size
+            for size, size_groups in zip(sizes, members):
+                if serial:  # after the collective before: this bucket's, else the last
+                    # bucket's (jaxlib 0.10's CPU collectives)
+                    buf = after(buf, (outs or results)[-1:])
+                outs.append(collective(
+                    _schedule_for(primitive, algorithm, size, levels or size, root, compress,
+                                  buf), buf, axis, combine, compress, feedback, size_groups,
+                    to, bucket.layout, executor))
+            results.append(functools.reduce(
+                lambda out, pair: jnp.where(mine == pair[0], pair[1], out),
+                zip(sizes[1:], outs[1:]), outs[0]))
+        return unpack(results, buckets, leaves, layouts)
     return run
+
+
+def _schedule_for(primitive: str, algorithm, n: int, ranks, root: int,
+                  compress: Compress | None, buf) -> Schedule:
+    """The schedule that runs ``buf`` on ``n`` ranks (``ranks``: a two-level algorithm's
+    levels): the caller's own (verified), else ``algorithm``'s, ``"auto"`` the cost model's
+    pick for the buffer's size."""
+    if isinstance(algorithm, Schedule):
+        return algorithm
+    nbytes = buf.size * buf.dtype.itemsize
+    name = choose(primitive, n, nbytes, compress=compress) if algorithm == "auto" else algorithm
+    return build_schedule(primitive, name, ranks, root, pieces_for(primitive, name, n, nbytes))
 
 
 def _compressed(primitive: str, compress, algorithm: str, leaves: list, op: str = "sum",
@@ -331,7 +348,6 @@ def _compressed(primitive: str, compress, algorithm: str, leaves: list, op: str 
 # error against the float64 sum falls from 0.119 to 0.031 (mean 0.0073 to 0.0032): one rounding of
 # the result instead of one per hop (``python bench/training.py --parts 2``).
 
-@sharded_dims_local("allreduce")
 def allreduce(x, axis, *, op: str = "sum", algorithm: str = "auto",
               bucket_bytes: int | None = BUCKET_BYTES, accum_dtype=None, compress=None,
               axis_index_groups=None, executor="xla"):
@@ -411,6 +427,8 @@ def allreduce(x, axis, *, op: str = "sum", algorithm: str = "auto",
       >>> print(np.asarray(mean(x.astype(np.float32))))
       [[4.5 5.5 6.5]]
     """
+    if ran := local_shards("allreduce", allreduce, locals()):
+        return ran[0]
     if (algorithm != "xla" and _several_vmap_axes(axis) and compress is None
             and axis_index_groups is None and not two_level("allreduce", algorithm)):
         # JAX's ppermute under vmap takes one axis name: one axis at a time, each its own
@@ -441,7 +459,7 @@ def allreduce(x, axis, *, op: str = "sum", algorithm: str = "auto",
     wide = [leaf.astype(jnp.uint8) if leaf.dtype == bool else leaf for leaf in wide]
     run = _runner("allreduce", algorithm, n, axis, op, compress=compress, groups=groups,
                   executor=executor)
-    out = mean(packed(wide, whole(wide, n), run, bucket_bytes), op, size)
+    out = mean(run(wide, whole(wide, n), bucket_bytes), op, size)
     return treedef.unflatten(typed_as_lax(narrowed(out, leaves), leaves, axis, lambda leaf:
                                           references.allreduce(leaf, axis, op, groups)))
 
@@ -501,13 +519,12 @@ def allreduce_with_feedback(x, residual, axis, *, compress, op: str = "mean",
     compress, wide = _compressed("allreduce_with_feedback", compress, algorithm, leaves, op)
     corrected = [leaf + r.astype(jnp.float32) for leaf, r in zip(wide, carried)]
     run = _runner("allreduce", algorithm, n, axis, op, compress=compress, feedback=True)
-    pairs = packed(corrected, whole(corrected, n), run, bucket_bytes, whole_leaves=False)
+    pairs = run(corrected, whole(corrected, n), bucket_bytes, whole_leaves=False)
     out = mean([result for result, _ in pairs], op, n)
     return (treedef.unflatten(narrowed(out, leaves)),
             treedef.unflatten([dropped for _, dropped in pairs]))
 
 
-@sharded_dims_local("reduce_scatter")
 def reduce_scatter(x, axis, *, op: str = "sum", dim: int = 0, tiled: bool = False,
                    algorithm: str = "auto", bucket_bytes: int | None = BUCKET_BYTES,
                    accum_dtype=None, compress=None, axis_index_groups=None, executor="xla"):
@@ -576,6 +593,8 @@ def reduce_scatter(x, axis, *, op: str = "sum", dim: int = 0, tiled: bool = Fals
       >>> print(np.asarray(f(np.arange(16))))  # rank i: i + (4 + i) + (8 + i) + (12 + i)
       [24 28 32 36]
     """
+    if ran := local_shards("reduce_scatter", reduce_scatter, locals()):
+        return ran[0]
     algorithm, n, _, leaves, treedef, groups = _arguments(
         "reduce_scatter", x, axis, algorithm, bucket_bytes, op=op, groups=axis_index_groups,
         executor=executor)
@@ -588,15 +607,14 @@ def reduce_scatter(x, axis, *, op: str = "sum", dim: int = 0, tiled: bool = Fals
     else:
         run = _runner("reduce_scatter", algorithm, n, axis, op, compress=compress, groups=groups,
                       executor=executor)
-        out = mean(packed(wide, [Layout("scatter", n, d, tiled=tiled) for d in dims], run,
-                          bucket_bytes), op, n)
+        out = mean(run(wide, [Layout("scatter", n, d, tiled=tiled) for d in dims],
+                       bucket_bytes), op, n)
         out = typed_as_lax(out, leaves, axis, lambda leaf: references.reduce_scatter(
             leaf, axis, op, scatter_dim("reduce_scatter", leaf.shape, dim, tiled, n), tiled, n,
             groups))
     return treedef.unflatten(narrowed(out, leaves))
 
 
-@sharded_dims_local("allgather")
 def allgather(x, axis, *, dim: int = 0, tiled: bool = False, algorithm: str = "auto",
               bucket_bytes: int | None = BUCKET_BYTES, compress=None, axis_index_groups=None,
               to: str = "varying", executor="xla"):
@@ -669,6 +687,8 @@ def allgather(x, axis, *, dim: int = 0, tiled: bool = False, algorithm: str = "a
        [0 1 2 3]
        [0 1 2 3]]
     """
+    if ran := local_shards("allgather", allgather, locals()):
+        return ran[0]
     algorithm, n, _, leaves, treedef, groups = _arguments(
         "allgather", x, axis, algorithm, bucket_bytes, groups=axis_index_groups,
         executor=executor)
@@ -684,14 +704,13 @@ def allgather(x, axis, *, dim: int = 0, tiled: bool = False, algorithm: str = "a
 
     run = _runner("allgather", algorithm, n, axis, compress=compress, groups=groups,
                   to=to, executor=executor)
-    out = packed(wide, [Layout("gather", n, d, tiled=tiled) for d in dims], run, bucket_bytes)
+    out = run(wide, [Layout("gather", n, d, tiled=tiled) for d in dims], bucket_bytes)
     return treedef.unflatten(typed_as_lax(narrowed(out, leaves), leaves, axis, lambda leaf:
                                           references.allgather(leaf, axis, gather_dim(
                                               "allgather", leaf.shape, dim, tiled), tiled,
                                               groups, to)))
 
 
-@sharded_dims_local("alltoall")
 def alltoall(x, axis, *, split_dim: int, concat_dim: int, tiled: bool = False,
              algorithm: str = "auto", bucket_bytes: int | None = BUCKET_BYTES,
              axis_index_groups=None, executor="xla"):
@@ -762,6 +781,8 @@ def alltoall(x, axis, *, split_dim: int, concat_dim: int, tiled: bool = False,
        [ 2  6 10 14]
        [ 3  7 11 15]]
     """
+    if ran := local_shards("alltoall", alltoall, locals()):
+        return ran[0]
     if (algorithm != "xla" and _several_vmap_axes(axis) and axis_index_groups is None
             and not isinstance(algorithm, Schedule)):
         return _alltoall_axis_by_axis(x, axis, split_dim, concat_dim, tiled, algorithm,
@@ -775,8 +796,8 @@ def alltoall(x, axis, *, split_dim: int, concat_dim: int, tiled: bool = False,
             leaf, axis, d, tiled, groups), leaves, dims))
 
     run = _runner("alltoall", algorithm, n, axis, groups=groups, executor=executor)
-    out = packed(leaves, [Layout("exchange", n, split, concat, tiled) for split, concat in dims],
-                 run, bucket_bytes)
+    out = run(leaves, [Layout("exchange", n, split, concat, tiled) for split, concat in dims],
+              bucket_bytes)
     return treedef.unflatten(typed_as_lax(out, leaves, axis, lambda leaf: references.alltoall(
         leaf, axis, alltoall_dims(leaf.shape, split_dim, concat_dim, tiled, n), tiled, groups)))
 
@@ -805,7 +826,6 @@ def _alltoall_axis_by_axis(x, axis: tuple, split_dim: int, concat_dim: int, tile
     return treedef.unflatten(out)
 
 
-@sharded_dims_local("broadcast")
 def broadcast(x, axis, *, root: int = 0, algorithm: str = "auto",
               bucket_bytes: int | None = BUCKET_BYTES, axis_index_groups=None,
               executor="xla"):
@@ -873,6 +893,8 @@ def broadcast(x, axis, *, root: int = 0, algorithm: str = "auto",
       >>> jaxcoll.algorithms("broadcast")
       ('auto', 'xla', 'binomial', 'chain', 'naive', 'scatter_allgather', 'tree')
     """
+    if ran := local_shards("broadcast", broadcast, locals()):
+        return ran[0]
     algorithm, n, root, leaves, treedef, groups = _arguments(
         "broadcast", x, axis, algorithm, bucket_bytes, root=root, groups=axis_index_groups,
         executor=executor)
@@ -881,10 +903,9 @@ def broadcast(x, axis, *, root: int = 0, algorithm: str = "auto",
             lambda leaf: references.broadcast(leaf, axis, root, groups), leaves))
 
     run = _runner("broadcast", algorithm, n, axis, root=root, groups=groups, executor=executor)
-    return treedef.unflatten(packed(leaves, whole(leaves, n), run, bucket_bytes))
+    return treedef.unflatten(run(leaves, whole(leaves, n), bucket_bytes))
 
 
-@sharded_dims_local("reduce")
 def reduce(x, axis, *, root: int = 0, op: str = "sum", algorithm: str = "auto",
            bucket_bytes: int | None = BUCKET_BYTES, accum_dtype=None, axis_index_groups=None,
            executor="xla"):
@@ -952,6 +973,8 @@ def reduce(x, axis, *, root: int = 0, op: str = "sum", algorithm: str = "auto",
        [ 0  0]
        [ 0  0]]
     """
+    if ran := local_shards("reduce", reduce, locals()):
+        return ran[0]
     algorithm, n, root, leaves, treedef, groups = _arguments(
         "reduce", x, axis, algorithm, bucket_bytes, op=op, root=root, groups=axis_index_groups,
         executor=executor)
@@ -961,11 +984,10 @@ def reduce(x, axis, *, root: int = 0, op: str = "sum", algorithm: str = "auto",
         out = references.on_root(reduced, axis, root, groups)
     else:  # zeros off the root
         run = _runner("reduce", algorithm, n, axis, op, root, groups=groups, executor=executor)
-        out = mean(packed(wide, whole(wide, n), run, bucket_bytes), op, n)
+        out = mean(run(wide, whole(wide, n), bucket_bytes), op, n)
     return treedef.unflatten(narrowed(out, leaves))
 
 
-@sharded_dims_local("gather")
 def gather(x, axis, *, root: int = 0, dim: int = 0, tiled: bool = False,
            algorithm: str = "auto", bucket_bytes: int | None = BUCKET_BYTES,
            axis_index_groups=None, executor="xla"):
@@ -1030,6 +1052,8 @@ def gather(x, axis, *, root: int = 0, dim: int = 0, tiled: bool = False,
        [0 0 0 0 0 0 0 0]
        [0 0 0 0 0 0 0 0]]
     """
+    if ran := local_shards("gather", gather, locals()):
+        return ran[0]
     algorithm, n, root, leaves, treedef, groups = _arguments(
         "gather", x, axis, algorithm, bucket_bytes, root=root, groups=axis_index_groups,
         executor=executor)
@@ -1041,11 +1065,10 @@ def gather(x, axis, *, root: int = 0, dim: int = 0, tiled: bool = False,
 
     run = _runner("gather", algorithm, n, axis, root=root, groups=groups,  # zeros off the root
                   executor=executor)
-    return treedef.unflatten(packed(leaves, [Layout("gather", n, d, tiled=tiled) for d in dims],
-                                    run, bucket_bytes))
+    return treedef.unflatten(run(leaves, [Layout("gather", n, d, tiled=tiled) for d in dims],
+                                 bucket_bytes))
 
 
-@sharded_dims_local("scatter")
 def scatter(x, axis, *, root: int = 0, dim: int = 0, tiled: bool = False,
             algorithm: str = "auto", bucket_bytes: int | None = BUCKET_BYTES,
             axis_index_groups=None, executor="xla"):
@@ -1108,6 +1131,8 @@ def scatter(x, axis, *, root: int = 0, dim: int = 0, tiled: bool = False,
       >>> print(np.asarray(f(np.arange(16))))  # rank 3 holds 12 .. 15
       [12 13 14 15]
     """
+    if ran := local_shards("scatter", scatter, locals()):
+        return ran[0]
     algorithm, n, root, leaves, treedef, groups = _arguments(
         "scatter", x, axis, algorithm, bucket_bytes, root=root, groups=axis_index_groups,
         executor=executor)
@@ -1118,8 +1143,8 @@ def scatter(x, axis, *, root: int = 0, dim: int = 0, tiled: bool = False,
             dims))
 
     run = _runner("scatter", algorithm, n, axis, root=root, groups=groups, executor=executor)
-    return treedef.unflatten(packed(leaves, [Layout("scatter", n, d, tiled=tiled) for d in dims],
-                                    run, bucket_bytes))
+    return treedef.unflatten(run(leaves, [Layout("scatter", n, d, tiled=tiled) for d in dims],
+                                 bucket_bytes))
 
 
 # ----------------------------------------------------------------------------- shortcuts

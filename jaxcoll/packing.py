@@ -2,9 +2,11 @@
 
 What every public collective does to the leaves of ``x`` around the schedule it runs: cast them
 to ``accum_dtype`` (:func:`widened`), lay each out as rows (:func:`whole`, or the caller's
-``layout.Layout``), pack them into buckets (:func:`bucket_plan`, :func:`packed`), cut each
-bucket's result back into leaves, cast them back (:func:`narrowed`), divide a sum for a mean
-(:func:`mean`) and give them lax's weak types (:func:`typed_as_lax`).
+``layout.Layout``), pack them into buckets (:func:`bucket_plan`, :func:`pack`), cut each
+bucket's result back into leaves (:func:`unpack`), cast them back (:func:`narrowed`), divide a
+sum for a mean (:func:`mean`) and give them lax's weak types (:func:`typed_as_lax`). Each is a
+plain function that returns its values: the caller (collectives.py's ``_runner``) binds one
+primitive per bucket between :func:`pack` and :func:`unpack`.
 
 A pytree is packed into buckets (``bucket_bytes``, default 25 MiB like PyTorch DDP): whole
 leaves of one dtype side by side, in tree order, one collective per bucket; a leaf larger than
@@ -25,7 +27,7 @@ one equation per call in the jaxpr, as lax's.
 from __future__ import annotations
 
 import functools
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -33,7 +35,6 @@ import numpy as np
 from jax import lax
 
 from jaxcoll.lowering import _compat
-from jaxcoll.lowering.execute import in_sequence
 from jaxcoll.lowering.layout import Layout
 
 
@@ -63,49 +64,76 @@ def bucket_plan(nbytes: list[int], bucket_bytes: int | None) -> list[list[int]]:
     return buckets
 
 
-def packed(leaves: list, layouts: list[Layout], run: Callable, bucket_bytes: int | None,
-           whole_leaves: bool = True) -> list:
-    """Run one collective per bucket (``bucket_plan`` of each dtype's leaves) on its leaves
-    packed side by side.
+class Bucket(NamedTuple):
+    """One bucket of :func:`pack`.
+
+    Attributes:
+      leaves: the indices of its leaves, in tree order.
+      layout: a bucket of one leaf bound as it is: the leaf's layout (the primitive packs
+        it); None for a packed buffer.
+      widths: each leaf's width in the packed buffer (empty for a leaf bound as it is).
+    """
+    leaves: tuple[int, ...]
+    layout: Layout | None
+    widths: tuple[int, ...]
+
+
+def pack(leaves: list, layouts: list[Layout], bucket_bytes: int | None,
+         whole_leaves: bool = True) -> tuple[list, list[Bucket]]:
+    """Each bucket's buffer (``bucket_plan`` of each dtype's leaves), one collective each.
 
     Each leaf is a (rows, width) matrix by its layout (layout.Layout), equal ``rows`` for
-    every leaf; a bucket's matrices are concatenated along the width into one buffer and
-    ``run(buffer)`` maps it to a (rows', bucket width) result whose columns are split back
-    into result leaves. A bucket of one leaf is given to ``run(leaf, layout)`` as it is
-    (``whole_leaves``): the primitive packs it in its lowering, so a call on one array is one
-    equation of the jaxpr, as lax's are. Buckets run one after another where jaxlib needs it.
+    every leaf; a bucket's matrices are concatenated along the width into one buffer. A bucket
+    of one leaf is the leaf as it is (``whole_leaves``): the primitive packs it in its
+    lowering, so a call on one array is one equation of the jaxpr, as lax's are.
 
     Args:
       leaves: the arrays to run, in tree order.
       layouts: each leaf's ``Layout``: how it enters the buffer as rows and its result leaves.
-      run: ``run(buffer)`` or ``run(leaf, layout)``: one collective (collectives.py's
-        ``_runner``); its result may be a tuple of several, each cut the same way.
       bucket_bytes: the most bytes of leaves one bucket holds (None: one bucket per dtype).
-      whole_leaves: give a bucket of one leaf to ``run`` unpacked.
+      whole_leaves: a bucket of one leaf is the leaf, unpacked.
 
     Returns:
-      The result leaves, in the order of ``leaves`` (a tuple each where ``run`` gives tuples).
+      (buffers, buckets): each bucket's (rows, sum of widths) buffer, or its one leaf, and its
+      :class:`Bucket`, which :func:`unpack` reads.
     """
     groups = [[i for i, leaf in enumerate(leaves) if leaf.dtype == dtype]
               for dtype in dict.fromkeys(leaf.dtype for leaf in leaves)]
-    buckets = [[group[j] for j in bucket] for group in groups for bucket in bucket_plan(
+    plans = [[group[j] for j in bucket] for group in groups for bucket in bucket_plan(
         [leaves[i].size * leaves[i].dtype.itemsize for i in group], bucket_bytes)]
+    alone = [whole_leaves and len(plan) == 1 for plan in plans]
+    pieces = [[] if one else [layouts[i].to_rows(leaves[i]) for i in plan]
+              for plan, one in zip(plans, alone)]
+    buffers = [leaves[plan[0]] if one else jnp.concatenate(plan_pieces, axis=1)
+               for plan, one, plan_pieces in zip(plans, alone, pieces)]
+    return buffers, [Bucket(tuple(plan), layouts[plan[0]] if one else None,
+                            tuple(piece.shape[1] for piece in plan_pieces))
+                     for plan, one, plan_pieces in zip(plans, alone, pieces)]
+
+
+def unpack(results: list, buckets: list[Bucket], leaves: list, layouts: list[Layout]) -> list:
+    """The result leaves: each bucket's result cut back into its leaves'.
+
+    Args:
+      results: each bucket's result, as :func:`pack` gave its buffers: a (rows', sum of
+        widths) array cut into its leaves' columns, or the result leaf of a leaf bound as it
+        is; or a tuple of several, each cut the same way.
+      buckets: the buckets, as :func:`pack` gave them.
+      leaves: the arrays packed, in tree order.
+      layouts: each leaf's ``Layout``.
+
+    Returns:
+      The result leaves, in the order of ``leaves`` (a tuple each where the results are
+      tuples).
+    """
     out = [None] * len(leaves)
-    alone = [whole_leaves and len(bucket) == 1 for bucket in buckets]
-    pieces = [[] if one else [layouts[i].to_rows(leaves[i]) for i in bucket]
-              for bucket, one in zip(buckets, alone)]
-    inputs = [leaves[bucket[0]] if one else jnp.concatenate(bucket_pieces, axis=1)
-              for bucket, one, bucket_pieces in zip(buckets, alone, pieces)]
-    results = in_sequence(lambda buf, bucket, one: run(buf, layouts[bucket[0]]) if one
-                          else run(buf), inputs, buckets, alone)
-    for bucket, one, bucket_pieces, result in zip(buckets, alone, pieces, results):
-        if one:  # the primitive gave the result leaf
-            out[bucket[0]] = result
+    for bucket, result in zip(buckets, results):
+        if bucket.layout is not None:  # the primitive gave the result leaf
+            out[bucket.leaves[0]] = result
             continue
-        widths = [piece.shape[1] for piece in bucket_pieces]  # result: (rows', sum(widths))
         outputs = result if isinstance(result, tuple) else (result,)  # several: a tuple each
-        split = [_columns(r, tuple(widths)) for r in outputs]
-        for k, i in enumerate(bucket):
+        split = [_columns(r, bucket.widths) for r in outputs]
+        for k, i in enumerate(bucket.leaves):
             values = tuple(layouts[i].from_rows(parts[k], leaves[i].shape) for parts in split)
             out[i] = values if isinstance(result, tuple) else values[0]
     return out

@@ -1,14 +1,14 @@
-"""The sharded-leaf wrapper: a public collective run on each device's local shards.
+"""Sharded leaves: a public collective run on each device's local shards.
 
 A leaf of ``x`` may be sharded in its type over mesh axes outside the collective (Explicit
-axes that a shard_map over some axes leaves global). :func:`sharded_dims_local` wraps each
-public collective so that it then runs inside a shard_map over those axes, its result's specs
-derived from the input's (:func:`_result_spec`); it also takes lax's forms of ``axis``.
+axes that a shard_map over some axes leaves global). Each public collective first asks
+:func:`local_shards`, a plain function: where such a leaf is, it runs the collective inside a
+shard_map over those axes, its result's specs derived from the input's (:func:`_result_spec`);
+it also takes lax's forms of ``axis``.
 """
 
 from __future__ import annotations
 
-import functools
 from typing import Callable
 
 import jax
@@ -20,42 +20,40 @@ from jaxcoll.lowering import _compat
 from jaxcoll.lowering._checks import alltoall_dims, array_leaves, axis_size, gather_dim, scatter_dim
 
 
-def sharded_dims_local(primitive: str):
-    """A decorator: run the collective on each device's local shards where a leaf of ``x`` is
-    sharded in its type over mesh axes outside the collective.
+def local_shards(primitive: str, collective: Callable, arguments: dict) -> tuple:
+    """The result of a public collective where it runs other than as it was called.
 
-    Those are Explicit axes that a shard_map over some axes leaves global: the collective runs
-    in a shard_map over them, the result's specs derived from the input's. ``axis`` takes lax's
-    forms: a list is the tuple of its names, and the empty tuple (no axis at all) returns ``x``
-    as it is, as every lax collective does.
+    Where a leaf of ``x`` is sharded in its type over mesh axes outside the collective
+    (Explicit axes that a shard_map over some axes leaves global), the collective runs in a
+    shard_map over them, on each device's local shards, the result's specs derived from the
+    input's. ``axis`` takes lax's forms: a list is the tuple of its names, and the empty tuple
+    (no axis at all) gives ``x`` as it is, as every lax collective does.
 
     Args:
       primitive: the collective's name (a key of ``RECORDS``), for its layout and errors.
+      collective: the public function, ``collective(x, axis, **kwargs)``.
+      arguments: its arguments by name, ``x`` and ``axis`` included (``locals()`` on entry).
 
     Returns:
-      A decorator of ``collective(x, axis, **kwargs)`` — the same function, run so.
+      ``(result,)`` where it ran so; ``()`` where the caller runs it as it was called.
     """
-    def wrap(collective: Callable) -> Callable:
-        @functools.wraps(collective)
-        def public(x, axis, **kwargs):
-            axis = tuple(axis) if isinstance(axis, list) else axis
-            if axis == ():
-                array_leaves(primitive, x)  # still an array or a pytree of them
-                return x
-            leaves, treedef = jax.tree_util.tree_flatten(x)
+    kwargs = dict(arguments)
+    x, axis = kwargs.pop("x"), kwargs.pop("axis")
+    if isinstance(axis, list):
+        return (collective(x, tuple(axis), **kwargs),)
+    if axis == ():
+        array_leaves(primitive, x)  # still an array or a pytree of them
+        return (x,)
+    leaves, treedef = jax.tree_util.tree_flatten(x)
 
-            def result_specs(specs):
-                groups = kwargs.get("axis_index_groups")
-                n = len(next(iter(groups))) if groups else axis_size(primitive, axis)
-                return treedef.unflatten([P(*_result_spec(primitive, spec, np.shape(leaf), n,
-                                                          kwargs))
-                                          for spec, leaf in zip(specs, leaves)])
+    def result_specs(specs):
+        groups = kwargs.get("axis_index_groups")
+        n = len(next(iter(groups))) if groups else axis_size(primitive, axis)
+        return treedef.unflatten([P(*_result_spec(primitive, spec, np.shape(leaf), n, kwargs))
+                                  for spec, leaf in zip(specs, leaves)])
 
-            local = _compat.on_local_shards(lambda t: collective(t, axis, **kwargs), x,
-                                            result_specs)
-            return collective(x, axis, **kwargs) if local is None else local
-        return public
-    return wrap
+    local = _compat.on_local_shards(lambda t: collective(t, axis, **kwargs), x, result_specs)
+    return () if local is None else (local,)
 
 
 def _result_spec(primitive: str, spec: tuple, shape, n: int, kwargs: dict) -> list:

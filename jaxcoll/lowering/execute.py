@@ -97,20 +97,35 @@ def _senders(perm, n_ranks: int) -> np.ndarray:
     return mask
 
 
-def _run_segment(segment: Segment, carry, plan: AxisPlan, combine: Combine,
-                 compress: Compress | None, me):
-    """Trace one segment of the lowering plan on rank ``me``'s (n_chunks, chunk_len) buffer;
-    ``carry`` is (buffer, residual): with ``compress``, each transfer carries its chunks
-    encoded, the receiver decodes them, and where ``residual`` is not None the sender adds what
-    encoding dropped from them into it."""
+def _round(segment: Segment, plan: AxisPlan, combine: Combine, compress: Compress | None,
+           me) -> Callable:
+    """A round of ``segment`` of the lowering plan, on rank ``me``.
+
+    Args:
+      segment: the segment: rounds alike but for their step (plan.py).
+      plan: how ``ppermute`` numbers the ranks.
+      combine: how a received chunk is reduced into the receiver's.
+      compress: each transfer carries its chunks encoded, the receiver decodes them (None:
+        as they are).
+      me: this rank's index (traced).
+
+    Returns:
+      ``one_round(step, carry)``, a ``lax.fori_loop`` body: one ``ppermute`` per matching,
+      each after the one before where :func:`serialize_collectives` asks for it. ``carry`` is
+      (the (n_chunks, chunk_len) buffer, residual): where ``residual`` is not None the sender
+      adds what encoding dropped from its chunks into it.
+    """
     senders = [_senders(m.perm, plan.n_ranks) for m in segment.matchings]
     # numbered as ppermute does (the mesh's order); vmap's ppermute needs every rank's pair
     perms = [plan.pairs(matching.perm) for matching in segment.matchings]
     if not plan.in_mesh:
         perms = [full_permutation(perm, plan.axis_ranks) for perm in perms]
+    serial = serialize_collectives()
 
-    def permute(out, perm):  # a matching of local transfers alone moves nothing between ranks
-        if all(src == dst for src, dst in perm):
+    def permute(out, perm, previous: list):
+        if serial:  # after the previous matching's ppermute (previous: [] or [its result])
+            out = after(out, previous)
+        if all(src == dst for src, dst in perm):  # local transfers alone move nothing
             return out
         return lax.ppermute(out, plan.permute_axes, perm=perm)
 
@@ -124,12 +139,14 @@ def _run_segment(segment: Segment, carry, plan: AxisPlan, combine: Combine,
         send_ids = [ids_at(table, step, me) for table in segment.send_ids]
         outgoing = [_take(buf, ids, contiguous)
                     for ids, contiguous in zip(send_ids, segment.send_contiguous)]
+        wires = outgoing if compress is None else [codec.encode(compress, out)
+                                                   for out in outgoing]
+        received = []  # each (n_moved, chunk_len)
+        for wire, perm in zip(wires, perms):
+            received.append(permute(wire, perm, received[-1:]))
         if compress is None:
-            received = in_sequence(permute, outgoing, perms)  # each (n_moved, chunk_len)
             return write_round(step, buf, received), residual
-        wires = [codec.encode(compress, out) for out in outgoing]
-        received = [codec.decode(compress, got, buf.shape[1])
-                    for got in in_sequence(permute, wires, perms)]
+        received = [codec.decode(compress, got, buf.shape[1]) for got in received]
         # A sender keeps what it sent (the decoded value): every rank then holds the same
         # bits of a chunk, and what encoding dropped is counted once, at its sender.
         kept, dropped_from = buf, residual
@@ -166,9 +183,7 @@ def _run_segment(segment: Segment, carry, plan: AxisPlan, combine: Combine,
             buf = _put(buf, ids, got, segment.recv_contiguous[j])
         return buf
 
-    if segment.n_steps == 1:
-        return one_round(0, carry)
-    return lax.fori_loop(0, segment.n_steps, one_round, carry)
+    return one_round
 
 
 def execute(schedule: Schedule, blocks, axis, combine: Combine, plan: AxisPlan | None = None,
@@ -217,8 +232,10 @@ def execute(schedule: Schedule, blocks, axis, combine: Combine, plan: AxisPlan |
                              "use executor='xla' with compress=")
         carry = (pallas_kernel.run(lower(schedule), buf, plan, combine, me, executor), None)
     else:
-        for segment in lower(schedule):
-            carry = _run_segment(segment, carry, plan, combine, compress, me)
+        for segment in lower(schedule):  # a run of equal rounds: one fori_loop
+            one_round = _round(segment, plan, combine, compress, me)
+            carry = (one_round(0, carry) if segment.n_steps == 1
+                     else lax.fori_loop(0, segment.n_steps, one_round, carry))
     buf, residual = (None if part is None else part[schedule.output_at:][:schedule.n_chunks]
                      for part in carry)  # the result's (n_chunks, chunk_len)
     if compress is not None and settle:  # a decoded value re-encodes to itself

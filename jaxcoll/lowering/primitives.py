@@ -124,20 +124,34 @@ def _bind(buf, *, schedule: Schedule, plan, op: str, invariant: bool,
 
 # ----------------------------------------------------------------------------- the program
 
-def program(buf, *, schedule: Schedule, plan, op: str, invariant: bool = False,
-            compress: Compress | None = None, feedback: bool = False, partials: bool = False,
-            reduced: bool = False, executor="xla"):
-    """The ppermute program of one primitive on this rank's (rows_in, width) buffer (with
-    ``feedback``, an allreduce's: the result and what encoding dropped)."""
+def program(x, *, schedule: Schedule, plan, op: str, invariant: bool = False,
+            compress: Compress | None = None, layout: Layout | None = None,
+            feedback: bool = False, partials: bool = False, reduced: bool = False,
+            executor="xla"):
+    """The ppermute program of one primitive on this rank's operand.
+
+    Args:
+      x: a (rows_in, width) buffer or, with ``layout``, one leaf as it is (packed into rows
+        here, and its result unpacked).
+      schedule, plan, op, invariant, compress, layout, partials, reduced, executor: the
+        primitive's parameters (``invariant``, ``partials`` and ``reduced`` only type it).
+      feedback: an allreduce with error feedback's program.
+
+    Returns:
+      The primitive's result on this rank: the (rows_out, width) buffer or the result leaf;
+      with ``feedback``, the result and what encoding dropped at this rank.
+    """
     del invariant, partials, reduced  # typing only
+    buf = x if layout is None else layout.to_rows(x)
     record, me = RECORDS[schedule.primitive], plan.index()
     run = partial(execute, schedule, axis=plan.axes, combine=_COMBINE[op], plan=plan,
                   compress=compress, settle=record.replicated, feedback=feedback,
                   executor=executor)
     if feedback:
         return run(buf)
-    out = run(enter(record, buf, me, schedule.n_ranks))
-    return leave(record, out, me, schedule.n_ranks, schedule.root)
+    out = leave(record, run(enter(record, buf, me, schedule.n_ranks)), me, schedule.n_ranks,
+                schedule.root)
+    return out if layout is None else layout.from_rows(out, x.shape)
 
 
 # ----------------------------------------------------------------------------- the rules
@@ -167,18 +181,12 @@ def _abstract_eval(x, *, schedule: Schedule, plan, op: str, invariant: bool, com
     return out
 
 
-def _per_rank_program(params: dict, feedback: bool = False):
-    """The program that lowers a primitive: one rank's, or (stacked) every rank's under vmap;
-    with a layout, the leaf packed into rows and the result unpacked around it."""
-    params = dict(params)
-    plan, layout = params["plan"], params.pop("layout", None)
-    rows_program = partial(program, feedback=feedback,
-                           **dict(params, plan=replace(plan, stacked=False)))
-
-    def one_rank(x):  # a leaf is packed into rows, and its result unpacked
-        if layout is None:
-            return rows_program(x)
-        return layout.from_rows(rows_program(layout.to_rows(x)), x.shape)
+def _per_rank_program(params: dict, feedback: bool = False) -> Callable:
+    """The function that lowers a primitive: :func:`program` on one rank, or (stacked) on
+    every rank under vmap."""
+    plan = params["plan"]
+    one_rank = partial(program, **dict(params, plan=replace(plan, stacked=False)),
+                       feedback=feedback)
     return jax.vmap(one_rank, axis_name=plan.axes[0]) if plan.stacked else one_rank
 
 
@@ -313,6 +321,7 @@ def define(name: str, *, abstract_eval: Callable, program_of: Callable, batch: C
     at hand: a vmap over its own axis), and is refused otherwise, as lax's collectives are."""
     p = Primitive(f"jaxcoll_{name}")
     p.multiple_results = multiple_results
+    _compat.takes_high_values(p)  # a partial sum's unreduced type, on jax >= 0.12.1
 
     def impl(*args, **params):
         if standalone(params):
