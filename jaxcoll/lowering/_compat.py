@@ -92,6 +92,31 @@ def with_varying(aval, varying: frozenset):
     return typed(aval, varying=varying)
 
 
+def takes_high_values(primitive) -> None:
+    """Let ``primitive`` take values typed unreduced inside ``shard_map`` on jax >= 0.12.1.
+
+    There such a value is a "high" one (an ``UnreducedArray`` over a plain array typed varying
+    over the axes), and a primitive that takes one must say so (``is_high``) and bind itself
+    on the plain value (``to_lojax``), as lax's collectives do (jax/_src/lax/parallel.py,
+    ``_unreduced_all_reduce_to_lojax``); jaxcoll's already read a partial sum as varying
+    (its ``partials`` parameter). Older jax: nothing to do.
+    """
+    if not hasattr(_core.ShapedArray, "lower_val"):
+        return
+
+    def to_lojax(*values, **params):
+        avals = [_core.typeof(v) for v in values]
+        out, _ = primitive.abstract_eval(*avals, **params)
+        lowered = [low for aval, v in zip(avals, values) for low in aval.lower_val(v)]
+        result = primitive.bind(*lowered, **params)
+        if primitive.multiple_results:
+            return [aval.raise_val(r) for aval, r in zip(out, result)]
+        return out.raise_val(result)
+
+    primitive.is_high = lambda *avals, **_: any(getattr(a, "is_high", False) for a in avals)
+    primitive.to_lojax = to_lojax
+
+
 def zero_tangent(primal):
     """The symbolic zero tangent of ``primal`` (a rule's answer to a zero tangent)."""
     return ad.Zero(jax.typeof(primal).to_tangent_aval())
