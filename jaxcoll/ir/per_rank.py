@@ -58,8 +58,9 @@ def rounds(n: int, steps: Iterable, sends: Sends, *, symmetry: str | None = None
       A list of :class:`~jaxcoll.ir.schedules.Round`, one per step.
 
     Raises:
-      ScheduleError: if a rank's transfer is not from that rank, or the ranks' sends are not
-        rank 0's moved by the declared symmetry (naming the step and the rank that differs).
+      jaxcoll.ScheduleError: if a rank's transfer is not from that rank, or the ranks' sends
+        are not rank 0's moved by the declared symmetry (naming the step and the rank that
+        differs).
     """
     if symmetry is None:
         return [Round(_written_out(n, s, sends, active, name)) for s in steps]

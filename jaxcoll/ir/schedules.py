@@ -8,7 +8,7 @@ receiver's chunks are the same ids unless the transfer says ``into`` which (AllT
 rank's chunk j into its destination's chunk i). A transfer from a rank to itself is a *local*
 copy or reduce (no link: MSCCL's ``cpy`` and ``re``), of chunks into other chunks.
 
-After the primitive's chunks a rank may hold ``n_scratch`` scratch chunks (ids ``n_chunks``
+After the collective's chunks a rank may hold ``n_scratch`` scratch chunks (ids ``n_chunks``
 on), which start with no data and are promised nothing. The input starts at chunk
 ``input_at`` and the result must end at ``output_at`` (each a run of ``n_chunks``): both 0 is
 in place; an *out-of-place* schedule (MSCCL's separate input and output buffers) keeps its
@@ -24,11 +24,15 @@ Schedules concatenate with ``+`` (ring allreduce = ring reduce_scatter + ring al
 
 Where every rank does the same thing moved by its rank, a round stores only rank 0's transfers
 and a :class:`Symmetry` (one rank's program plus its symmetry), so a 4096-rank ring is 8190
-one-transfer rounds, not 33 million transfers; the registered ring is written that way::
+one-transfer rounds, not 33 million transfers::
 
     ring = Symmetry("rotate", n, modulus=n)  # rank r: rank 0's transfers moved r ranks on
     Schedule.build("ring reduce_scatter", n, n_chunks=n, rounds=[
         Round([Transfer(0, 1, (-step - 1) % n, reduce=True)], ring) for step in range(n - 1)])
+
+The registered families are written per rank and leave that form to
+:func:`jaxcoll.ir.per_rank.rounds`, which derives it (the symmetry's numbers) from what every
+rank sends.
 
 ``round_.transfers`` (and printing, drawing) write every rank's out; ``cost``, ``simulate``,
 ``verify`` and the executor's plan read the compact form (``Schedule.explicit()`` is the same
@@ -46,11 +50,12 @@ from typing import Iterable
 
 import numpy as np
 
+from jaxcoll.ir import _renamed
 from jaxcoll.ir.records import RECORDS
 
 
 class ScheduleError(ValueError):
-    """A schedule that cannot run, or does not do what its primitive promises.
+    """A schedule that cannot run, or does not do what its collective promises.
 
     The message names the round, transfer, rank and chunk at fault. A ``ValueError``.
     """
@@ -363,23 +368,25 @@ class Schedule:
     ``n_scratch`` scratch chunks after them; the input at ``input_at``, the result at
     ``output_at``: the module docstring). Schedules concatenate with ``+``.
 
-    ``primitive`` and ``root`` say what it promises (see :func:`jaxcoll.verify`); schedules
+    ``collective`` and ``root`` say what it promises (see :func:`jaxcoll.verify`); schedules
     from :func:`jaxcoll.schedule` carry them, building blocks and hand-made ones may not.
+    ``primitive``, the field's name before 0.5.0, is a deprecated alias of ``collective``
+    (read, or given to the constructor or ``dataclasses.replace``; it warns).
 
     Attributes:
       name: what to call it
         in printing and errors.
       n_ranks: the number of ranks,
         an int >= 1.
-      n_chunks: the primitive's chunks on every rank,
+      n_chunks: the collective's chunks on every rank,
         an int >= 1.
       rounds: the rounds, a tuple of :class:`Round` (plain sequences of transfers given
         here become rounds).
-      primitive: the collective it promises to compute (``"allreduce"``, ...), or ``""``
+      collective: the collective it promises to compute (``"allreduce"``, ...), or ``""``
         for none.
-      root: the root rank of a rooted primitive
+      root: the root rank of a rooted collective
         (broadcast, reduce, gather, scatter); default 0.
-      n_scratch: the scratch chunks after the primitive's,
+      n_scratch: the scratch chunks after the collective's,
         which start with no data; default 0.
       input_at: the chunk the input starts at: 0 (default),
         or a run of ``n_chunks`` scratch chunks.
@@ -388,7 +395,7 @@ class Schedule:
 
     Raises:
       ScheduleError: where a transfer names a rank or chunk outside the schedule, or the
-        primitive, root, chunk counts or layout are not ones it can serve
+        collective, root, chunk counts or layout are not ones it can serve
         (:meth:`check_indices`; every schedule is checked when it is made).
 
     >>> n = 3
@@ -407,20 +414,40 @@ class Schedule:
     n_ranks: int
     n_chunks: int
     rounds: tuple[Round, ...]
-    primitive: str = ""
+    collective: str = ""
     root: int = 0
     n_scratch: int = 0
     input_at: int = 0
     output_at: int = 0
 
+    def __init__(self, name: str, n_ranks: int, n_chunks: int,
+                 rounds: Iterable[Round | Iterable[Transfer]], collective: str = "",
+                 root: int = 0, n_scratch: int = 0, input_at: int = 0, output_at: int = 0, *,
+                 primitive: str | None = None):
+        if primitive is not None:  # wins: dataclasses.replace(s, primitive=...) passes both
+            _renamed.warn("Schedule(primitive=...)", "Schedule(collective=...)")
+            collective = primitive
+        for field_name, value in (("name", name), ("n_ranks", n_ranks), ("n_chunks", n_chunks),
+                                  ("rounds", rounds), ("collective", collective),
+                                  ("root", root), ("n_scratch", n_scratch),
+                                  ("input_at", input_at), ("output_at", output_at)):
+            object.__setattr__(self, field_name, value)
+        self.__post_init__()
+
+    @property
+    def primitive(self) -> str:
+        """Deprecated: :attr:`collective`, the field's name before 0.5.0."""
+        _renamed.warn("Schedule.primitive", "Schedule.collective")
+        return self.collective
+
     @property
     def buffer_chunks(self) -> int:
-        """Every chunk a rank holds: the primitive's and the scratch chunks."""
+        """Every chunk a rank holds: the collective's and the scratch chunks."""
         return self.n_chunks + self.n_scratch
 
     @property
     def in_place(self) -> bool:
-        """True if the input starts where the result ends, in the primitive's chunks."""
+        """True if the input starts where the result ends, in the collective's chunks."""
         return self.input_at == self.output_at == 0
 
     def __post_init__(self):
@@ -446,7 +473,7 @@ class Schedule:
             or :class:`Round` objects.
 
         Returns:
-          The :class:`Schedule`, in place, with no primitive.
+          The :class:`Schedule`, in place, with no collective.
         """
         return cls(name, n_ranks, n_chunks, tuple(rounds))
 
@@ -454,20 +481,20 @@ class Schedule:
         """Raise ScheduleError (naming the round, transfer, rank and chunk) if a transfer names
         a rank or chunk outside the schedule, sends to its own rank or moves no chunk, at any
         rank (a symmetric round's at every rank it makes), if a round's symmetry is for
-        another rank count, or if the primitive, root or chunk count is not one the schedule
+        another rank count, or if the collective, root or chunk count is not one the schedule
         can serve. Every schedule is checked when it is made."""
         if not (_is_int(self.n_ranks) and _is_int(self.n_chunks)
                 and self.n_ranks >= 1 and self.n_chunks >= 1):
             raise ScheduleError(f"{self.name}: n_ranks={self.n_ranks!r} and "
                                 f"n_chunks={self.n_chunks!r} must both be ints >= 1")
-        if self.primitive:
-            record = RECORDS.get(self.primitive)
+        if self.collective:
+            record = RECORDS.get(self.collective)
             if record is None:
-                raise ScheduleError(f"{self.name}: unknown primitive {self.primitive!r}, must "
+                raise ScheduleError(f"{self.name}: unknown primitive {self.collective!r}, must "
                                     f"be one of {sorted(RECORDS)} (or '' for none)")
             blocks = record.rows("schedule_blocks", self.n_ranks)
             if self.n_chunks % blocks:
-                raise ScheduleError(f"{self.name}: {self.primitive} on {self.n_ranks} ranks "
+                raise ScheduleError(f"{self.name}: {self.collective} on {self.n_ranks} ranks "
                                     f"runs on {blocks} blocks, which do not divide "
                                     f"n_chunks={self.n_chunks}")
         if not (_is_int(self.root) and 0 <= self.root < self.n_ranks):
@@ -519,7 +546,7 @@ class Schedule:
             False a copy.
 
         Returns:
-          The reversed :class:`Schedule`, with no primitive; its input is where this one's
+          The reversed :class:`Schedule`, with no collective; its input is where this one's
           output was, and the other way round.
         """
         def back(t: Transfer) -> Transfer:
@@ -543,7 +570,7 @@ class Schedule:
     def __hash__(self) -> int:  # computed once: a primitive's parameter is hashed at every bind
         cached = self.__dict__.get("_hash")
         if cached is None:
-            cached = hash((self.name, self.n_ranks, self.n_chunks, self.rounds, self.primitive,
+            cached = hash((self.name, self.n_ranks, self.n_chunks, self.rounds, self.collective,
                            self.root, self.n_scratch, self.input_at, self.output_at))
             object.__setattr__(self, "_hash", cached)
         return cached
@@ -568,13 +595,6 @@ class Schedule:
 @lru_cache(maxsize=4096)
 def _pairs(symmetry: Symmetry, dst: int) -> tuple[tuple[int, int], ...]:
     return tuple(zip(*(side.tolist() for side in symmetry.partners(dst))))
-
-
-def rotating(rounds: Iterable[Iterable[Transfer]], n: int, stride: int = 1) -> list[Round]:
-    """Rank 0's rounds made every rank's: rank r's transfers are rank 0's moved r ranks on and
-    their chunk ids ``stride·r`` on (mod ``stride·n``, within each block of as many)."""
-    symmetry = Symmetry("rotate", n, stride=stride, modulus=stride * n)
-    return [Round(transfers, symmetry) for transfers in rounds]
 
 
 def _largest(symmetry: Symmetry | None, ids: tuple[int, ...]) -> int:
