@@ -42,7 +42,7 @@ def main(argv=None) -> int:
     from jaxcoll.tools.console import format_size
     from jaxcoll.analysis.model import ranking
     from jaxcoll.ir.schedules import ScheduleError
-    from jaxcoll.analysis.synthesize import PRIMITIVES, synthesize
+    from jaxcoll.analysis.synthesize import SYNTHESIZABLE, synthesize
 
     rows, refused = [], []
     for path in sorted(args.folder.glob("*.xml")):
@@ -54,7 +54,7 @@ def main(argv=None) -> int:
         except ScheduleError as error:
             refused.append((path.name, str(error)))
             continue
-        n, primitive = program.ngpus, schedule.primitive
+        n, primitive = program.ngpus, schedule.collective
         nbytes = program.max_bytes or 1 << 20
         topology = systems.mi300x(n)
         seconds = jaxcoll.simulate(schedule, nbytes, topology).seconds
@@ -62,7 +62,7 @@ def main(argv=None) -> int:
         registered = jaxcoll.simulate(jaxcoll.schedule(primitive, best, n), nbytes,
                                       topology).seconds
         searched = (synthesize(primitive, topology, nbytes, candidates=12).seconds
-                    if primitive in PRIMITIVES else float("nan"))
+                    if primitive in SYNTHESIZABLE else float("nan"))
         ran = _run(schedule) if args.run and n <= 8 else ""
         rows.append((path.name, program.coll, n, format_size(nbytes),
                      "in" if schedule.in_place else "out", schedule.n_rounds,
@@ -97,7 +97,7 @@ def _run(schedule) -> str:
 
     from jaxcoll.tools.check import SCATTERING, call_collective
 
-    n, primitive = schedule.n_ranks, schedule.primitive
+    n, primitive = schedule.n_ranks, schedule.collective
     count = 2 * n * 3 if primitive in SCATTERING else 7
     x = jnp.asarray(np.random.default_rng(0).integers(-8, 9, (n, count)), jnp.float32)
     mesh = Mesh(np.array(jax.devices()[:n]), ("i",))

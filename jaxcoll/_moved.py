@@ -19,7 +19,7 @@ import sys
 import types
 import warnings
 
-REMOVED_IN = "0.6.0"
+from jaxcoll.ir._renamed import REMOVED_IN  # and the names 0.5.0 renamed
 
 MOVED = {  # old module under jaxcoll -> where it is now
     **{name: f"jaxcoll.ir.{name}" for name in ("records", "schedules", "symbolic", "msccl",

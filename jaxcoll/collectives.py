@@ -227,9 +227,9 @@ def _arguments(primitive: str, x, axis, algorithm, bucket_bytes, *, op=_TAKES_NO
 def _check_schedule(fn: str, primitive: str, schedule: Schedule) -> None:
     """A schedule given as ``algorithm=``: it must be for ``primitive`` and keep its promise
     (``verify``, once per schedule)."""
-    if schedule.primitive != primitive:
+    if schedule.collective != primitive:
         raise ValueError(f"jaxcoll.{fn}: algorithm={schedule!r} is a schedule for "
-                         f"{schedule.primitive or 'no primitive'!r}, not {primitive!r} (build it "
+                         f"{schedule.collective or 'no primitive'!r}, not {primitive!r} (build it "
                          "with jaxcoll.schedule, or give Schedule its primitive)")
     try:
         _verified(schedule)

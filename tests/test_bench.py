@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from jaxcoll.tools import bench, console
-from jaxcoll.ir.families import PRIMITIVES
+from jaxcoll.ir.families import COLLECTIVES
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ["-b", "1K", "-e", "4K", "-f", "4", "--op", "allgather", "--algorithms", "ring",
@@ -32,7 +32,13 @@ def test_busbw_factors_are_nccl_tests(op, factor):
 
 
 def test_every_collective_has_a_convention():
-    assert set(PRIMITIVES) <= set(bench.CONVENTIONS)
+    assert set(COLLECTIVES) <= set(bench.CONVENTIONS)
+
+
+def test_the_axis_is_bench_axis_and_axis_its_deprecated_alias():
+    """check.py's AXIS is another axis; bench's old name reads the new one, warning."""
+    with pytest.warns(DeprecationWarning, match="bench.AXIS is renamed .*bench.BENCH_AXIS"):
+        assert bench.AXIS == bench.BENCH_AXIS == "i"
 
 
 @pytest.mark.parametrize("op, size, expected", [

@@ -255,7 +255,7 @@ def test_the_shipped_msccl_file_loads_and_verifies():
         warnings.simplefilter("error")  # no MscclWarning either
         schedule = jaxcoll.ir.msccl.load(SAMPLE)
     jaxcoll.verify(schedule)
-    assert (schedule.primitive, schedule.n_ranks, schedule.n_chunks) == ("allreduce", 4, 4)
+    assert (schedule.collective, schedule.n_ranks, schedule.n_chunks) == ("allreduce", 4, 4)
     assert len(schedule.rounds) == 2  # the sends into scratch, then the local adds
 
 

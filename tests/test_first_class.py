@@ -46,8 +46,8 @@ def test_duals_verify_for_every_schedule(primitive):
 
 def test_dual_names_the_transposed_primitive():
     ring_rs = build_schedule("reduce_scatter", "ring", 5)
-    assert dual(ring_rs).primitive == "allgather"
-    assert dual(build_schedule("broadcast", "binomial", 6, 2)).primitive == "reduce"
+    assert dual(ring_rs).collective == "allgather"
+    assert dual(build_schedule("broadcast", "binomial", 6, 2)).collective == "reduce"
     allreduce = build_schedule("allreduce", "ring", 5)
     assert dual(allreduce) is allreduce  # its own transpose
 

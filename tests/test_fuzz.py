@@ -190,11 +190,11 @@ def _x(primitive: str, n: int):
 def refused_by_the_collective(schedule: Schedule) -> None:
     """The public collective given the schedule raises a ScheduleError at trace time."""
     n = schedule.n_ranks
-    fn = jax.shard_map(lambda x: call_collective(schedule.primitive, schedule, x[0], AXIS,
+    fn = jax.shard_map(lambda x: call_collective(schedule.collective, schedule, x[0], AXIS,
                                                  root=schedule.root)[None],
                        mesh=mesh(n), in_specs=P(AXIS), out_specs=P(AXIS))
     with pytest.raises(ScheduleError, match="does not do what"):
-        jax.eval_shape(fn, _x(schedule.primitive, n))
+        jax.eval_shape(fn, _x(schedule.collective, n))
 
 
 def run_against_lax(schedules: list[Schedule], rng) -> None:
@@ -204,12 +204,12 @@ def run_against_lax(schedules: list[Schedule], rng) -> None:
     def body(*xs):
         pairs = ours_and_reference(
             schedules, [x[0] for x in xs],
-            lambda s, x: call_collective(s.primitive, s, x, AXIS, root=s.root),
-            lambda s, x: call_collective(s.primitive, "xla", x, AXIS, root=s.root))
+            lambda s, x: call_collective(s.collective, s, x, AXIS, root=s.root),
+            lambda s, x: call_collective(s.collective, "xla", x, AXIS, root=s.root))
         return jax.tree_util.tree_map(lambda y: y[None], pairs)
 
     program = jax.jit(jax.shard_map(body, mesh=mesh(n), in_specs=P(AXIS), out_specs=P(AXIS)))
-    inputs = [jnp.asarray(rng.integers(-8, 9, _x(s.primitive, n).shape), jnp.float32)
+    inputs = [jnp.asarray(rng.integers(-8, 9, _x(s.collective, n).shape), jnp.float32)
               for s in schedules]
     for schedule, (ours, reference) in zip(schedules, program(*inputs)):
         np.testing.assert_array_equal(ours, reference, err_msg=str(schedule))

@@ -38,7 +38,7 @@ def _differing_level(shape, src: int, dst: int) -> int:
 def test_schedules_verify_with_their_duals(shape):
     for primitive in PRIMITIVES:
         schedule = jaxcoll.schedule(primitive, "hierarchical", shape)
-        assert (schedule.n_ranks, schedule.primitive) == (prod(shape), primitive)
+        assert (schedule.n_ranks, schedule.collective) == (prod(shape), primitive)
         jaxcoll.verify(schedule)
         jaxcoll.verify(dual(schedule))
 

@@ -81,7 +81,7 @@ def _lax_of(primitive: str):
 def test_loaded_files_run_equal_to_lax(name):
     text, modes = FILES[name]
     schedules = [msccl.load(text, inplace=inplace) for inplace in modes]
-    n, primitive = schedules[0].n_ranks, schedules[0].primitive
+    n, primitive = schedules[0].n_ranks, schedules[0].collective
     x = exact_inputs(n, (2 * n * 3 if primitive in SCATTERING else 7,), jnp.float32)
 
     def body(b):

@@ -33,7 +33,7 @@ def by_hand_allgather(n: int = 3) -> Schedule:
     rounds = [[Transfer(r, (r + 1) % n, (r - step) % n, reduce=False) for r in range(n)]
               for step in range(n - 1)]
     built = Schedule.build("my <ring> allgather & __DATA__", n, n_chunks=n, rounds=rounds)
-    return replace(built, primitive="allgather")
+    return replace(built, collective="allgather")
 
 
 SCHEDULES = {
@@ -61,7 +61,7 @@ def promised(schedule: Schedule) -> dict:
     """{(rank, chunk): contributions} that verify demands after the last round (the
     primitive's record, not the page's code)."""
     return {(rank, chunk): {(r, origin) for r in range(schedule.n_ranks) if ranks >> r & 1}
-            for rank, row in RECORDS[schedule.primitive].promises(
+            for rank, row in RECORDS[schedule.collective].promises(
                 schedule.n_ranks, schedule.n_chunks, schedule.root)
             for chunk, origin, ranks in row}
 
@@ -166,12 +166,12 @@ def test_bad_input_is_named():
     with pytest.raises(ValueError, match="nbytes=0 must be > 0"):
         pictures.html(schedule, nbytes=0)
     with pytest.raises(ValueError, match="unknown primitive 'allsum'"):
-        pictures.html(replace(schedule, primitive="allsum"))
+        pictures.html(replace(schedule, collective="allsum"))
     with pytest.raises(ValueError, match=r"round 0: transfer 0->5 \[0\]= names rank 5"):
         pictures.html(Schedule("bad", 3, 3, ((Transfer(0, 5, 0, False),),), "allreduce"))
     impossible = Schedule.build("early", 3, n_chunks=1, rounds=[[Transfer(1, 2, 0, False)]])
     with pytest.raises(ScheduleError, match="before it holds any data"):
-        pictures.html(replace(impossible, primitive="broadcast"))
+        pictures.html(replace(impossible, collective="broadcast"))
     with pytest.raises(ValueError, match="the schedule has 3 ranks"):
         pictures.html(schedule, topology=ring(4, alpha=1e-6, beta=1e-10))
 

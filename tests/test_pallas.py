@@ -3,8 +3,9 @@ run in TPU interpret mode on the CPU devices, equal to the XLA executor bit for 
 through jvp, grad and vmap, with interpret mode's race detector on: a race, or a semaphore left
 non-zero at kernel exit, fails the test.
 
-An interpreted call costs ~0.5-2 s here: each schedule runs at one of n = 8, 6, 3, 2, 1 in turn
-(at every one with ``--deep``). Every test runs under a watchdog (helpers.watchdog): a kernel
+An interpreted call is slow (one machine's time: bench/RESULTS.md, "Numbers that were in code
+comments"): each schedule runs at one of n = 8, 6, 3, 2, 1 in turn (at every one with
+``--deep``). Every test runs under a watchdog (helpers.watchdog): a kernel
 that never returns fails its test after ``BOUND_S`` seconds instead of hanging the run."""
 
 import jax

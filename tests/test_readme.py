@@ -45,7 +45,7 @@ def test_algorithm_table_matches_registry():
         for primitive in primitives.split(","):
             listed[primitive.strip()] = set(re.findall(r"`(\w+)`", names)) | {"auto", "xla"}
     assert listed == {p: set(jaxcoll.algorithms(p)) for p in listed}
-    assert set(listed) == set(jaxcoll.ir.families.PRIMITIVES)
+    assert set(listed) == set(jaxcoll.ir.families.COLLECTIVES)
 
 
 def test_readme_is_a_front_page():

@@ -53,7 +53,7 @@ def test_the_executor_runs_every_schedule_as_the_reference_runner_does(n, ops):
     program = jax.jit(jax.shard_map(body, mesh=mesh(n), in_specs=P(AXIS), out_specs=P(AXIS)))
     for schedule, x, combine, (ref, ours) in zip(schedules, xs, combines, program(*xs)):
         np.testing.assert_array_equal(ours, ref, err_msg=repr(schedule))
-        if schedule.primitive == "allreduce":  # the oracle itself against numpy
+        if schedule.collective == "allreduce":  # the oracle itself against numpy
             reduced = (np.sum if combine is lax.add else np.max)(np.asarray(x), axis=0)
             np.testing.assert_array_equal(ref, np.broadcast_to(reduced, ref.shape),
                                           err_msg=repr(schedule))

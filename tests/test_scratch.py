@@ -98,7 +98,7 @@ def test_out_of_place_reduce_scatter_and_its_dual():
                         n_scratch=n, input_at=n)
     jaxcoll.verify(schedule)
     back = dual(schedule)
-    assert (back.input_at, back.output_at) == (0, n) and back.primitive == "allgather"
+    assert (back.input_at, back.output_at) == (0, n) and back.collective == "allgather"
     jaxcoll.verify(back)
     x = exact_inputs(n, (n, 3), jnp.float32)
 

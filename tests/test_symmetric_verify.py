@@ -178,7 +178,7 @@ def test_an_xor_mask_that_breaks_the_closure_fails_both_ways():
 def test_symmetric_rounds_under_a_rooted_primitive_verify_as_written_out(primitive, root):
     """Ring allreduce's rounds labelled with a rooted primitive: a reduce (it keeps its promise)
     and a broadcast and a gather (ranks send chunks that hold nothing)."""
-    labelled = replace(jaxcoll.schedule("allreduce", "ring", 6), primitive=primitive, root=root)
+    labelled = replace(jaxcoll.schedule("allreduce", "ring", 6), collective=primitive, root=root)
     compact, written = _both(labelled)
     assert compact == written and (compact is None) == (primitive == "reduce")
 
@@ -205,7 +205,7 @@ def _mutated(schedule: Schedule, rng: random.Random) -> Schedule | None:
                                rounds=rounds)
     except ValueError:
         return None
-    return replace(built, primitive=schedule.primitive, root=schedule.root)
+    return replace(built, collective=schedule.collective, root=schedule.root)
 
 
 @pytest.mark.parametrize("primitive, algorithm", [

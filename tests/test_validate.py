@@ -44,12 +44,8 @@ def _broken(schedule, k, **fields):
 
 
 def _moved(ids: Ids, **arrays) -> Ids:
-    """``ids`` with some of its arrays replaced (by position name)."""
-    names = {"affine": ("base", "stride", "offset", "per_step"), "xor": ("base",),
-             "mirror": ("base", "stride", "offset"), "rows": ("ranks", "rows", "default"),
-             "table": ("table",)}[ids.kind]
-    new = tuple(arrays.get(name, array) for name, array in zip(names, ids.arrays))
-    return Ids(ids.kind, ids.n_steps, ids.n_moved, new, ids.modulus, ids.first_only, ids.mask)
+    """``ids`` with some of its arrays replaced (by name)."""
+    return replace(ids, arrays=ids.arrays._replace(**arrays))
 
 
 def _refused(schedule, segments, match="disagrees with the schedule"):
@@ -64,9 +60,9 @@ def test_a_symmetric_round_read_another_way_is_refused():
     k = _symmetric_segment(ring)
     segment = lower(ring)[k]
     recv, send = segment.recv_ids[0], segment.send_ids[0]
-    _refused(ring, _broken(ring, k, recv_ids=(_moved(recv, stride=recv.arrays[1] + 1),)),
+    _refused(ring, _broken(ring, k, recv_ids=(_moved(recv, stride=recv.arrays.stride + 1),)),
              "move by stride")
-    _refused(ring, _broken(ring, k, send_ids=(_moved(send, base=(send.arrays[0] + 1) % 6),)),
+    _refused(ring, _broken(ring, k, send_ids=(_moved(send, base=(send.arrays.base + 1) % 6),)),
              "rank 0 sends chunks")
     matching = segment.matchings[0]
     backwards = replace(matching, perm=tuple((dst, src) for src, dst in matching.perm))
@@ -84,7 +80,7 @@ def test_the_group_action_the_proof_needs_is_checked_again():
     object.__setattr__(round_, "symmetry", bad)
     schedule = object.__new__(Schedule)
     for name, value in dict(name="bad", n_ranks=2, n_chunks=3, rounds=(round_,),
-                            primitive="allreduce", root=0).items():
+                            collective="allreduce", root=0).items():
         object.__setattr__(schedule, name, value)
     with pytest.raises(ScheduleError, match="not a group action"):
         lower(schedule)
@@ -132,15 +128,15 @@ def test_malformed_tables_and_masks_are_refused():
     ring = build_schedule("allreduce", "ring", 6)
     k = next(k for k, s in enumerate(lower(ring)) if s.n_steps > 2)
     send = lower(ring)[k].send_ids[0]
-    short = _moved(send, base=np.repeat(send.arrays[0][:1], 2, axis=0))  # 2 rows, not 1 or 5
-    assert send.arrays[0].shape[0] == 1 and send.n_steps > 2
+    short = _moved(send, base=np.repeat(send.arrays.base[:1], 2, axis=0))  # 2 rows, not 1 or 5
+    assert send.arrays.base.shape[0] == 1 and send.n_steps > 2
     _refused(ring, _broken(ring, k, send_ids=(short,)), "malformed")
     tree = build_schedule("broadcast", "tree", 8)
     k, segment = next((k, s) for k, s in enumerate(lower(tree))
                       if len(s.matchings[0].perm) == 1 and s.receivers[0] is not None)
     mask = segment.receivers[0]
-    assert mask.kind == "rows" and len(mask.arrays[0]) == 1
-    _refused(tree, _broken(tree, k, receivers=(_moved(mask, rows=0 * mask.arrays[1]),)),
+    assert mask.kind == "rows" and len(mask.arrays.ranks) == 1
+    _refused(tree, _broken(tree, k, receivers=(_moved(mask, rows=0 * mask.arrays.rows),)),
              "receiver mask")
 
 
@@ -153,7 +149,7 @@ def test_a_run_of_ids_read_another_way_is_refused():
                       if s.send_ids[0].first_only and s.send_ids[0].n_moved > 1)
     send = segment.send_ids[0]
     assert send.kind == "rows"
-    _refused(naive, _broken(naive, k, send_ids=(_moved(send, rows=send.arrays[1] + 1),)),
+    _refused(naive, _broken(naive, k, send_ids=(_moved(send, rows=send.arrays.rows + 1),)),
              "the plan moves")
     recv = segment.recv_ids[0]
     table = Ids("table", recv.n_steps, recv.n_moved, (recv.table(5) + 1,))

@@ -88,14 +88,14 @@ def test_two_copies_into_one_chunk_in_a_round_are_caught():
     bad = Schedule.build("bad", 3, n_chunks=1, rounds=[[Transfer(0, 2, 0, False),
                                                         Transfer(1, 2, 0, False)]])
     with pytest.raises(ScheduleError, match=r"round 0: rank 2 chunk 0 is written by 2"):
-        verify(replace(bad, primitive="broadcast"))
+        verify(replace(bad, collective="broadcast"))
 
 
 def test_a_rank_sending_twice_in_one_ppermute_is_caught(monkeypatch):
     from jaxcoll.ir import symbolic
     both = [Transfer(0, 1, 0, False), Transfer(0, 2, 0, False)]  # split_round: two ppermutes
     fan_out = replace(Schedule.build("fan-out", 3, n_chunks=1, rounds=[both]),
-                      primitive="broadcast")
+                      collective="broadcast")
     verify(fan_out)
     monkeypatch.setattr(symbolic, "split_round", lambda round_: [list(round_)])
     with pytest.raises(ScheduleError, match=r"rank 0 sends twice in one ppermute"):
@@ -179,7 +179,7 @@ def test_a_reduce_of_two_chunk_ids_into_one_is_reported():
     mixed = Schedule.build("mixed", 2, n_chunks=2, rounds=[[Transfer(1, 0, 1, True, into=0)]])
     with pytest.raises(ScheduleError, match=r"rank 0 chunk 0 holds \[\(0, 0\), \(1, 1\)\]; "
                                             r"missing \[\(1, 0\)\], unexpected \[\(1, 1\)\]"):
-        verify(replace(mixed, primitive="allreduce"))
+        verify(replace(mixed, collective="allreduce"))
 
 
 # ----------------------------------------------------------------------------- cost

@@ -90,7 +90,7 @@ def same_rounds(a, b):
 
 def is_a(schedule, primitive, root=0):
     try:
-        jaxcoll.verify(dataclasses.replace(schedule, primitive=primitive, root=root))
+        jaxcoll.verify(dataclasses.replace(schedule, collective=primitive, root=root))
         return True
     except jaxcoll.ScheduleError:
         return False
@@ -250,7 +250,7 @@ backwards = S("broadcast", "naive", 4).reversed("", reduce=True)
 assert [r.transfers[0].src for r in backwards.rounds] == [3, 2, 1]   # the reduce: 1, 2, 3
 try:
     twice = S("allgather", "naive", 3).reversed("naive allgather reversed", reduce=True)
-    jaxcoll.verify(dataclasses.replace(twice, primitive="reduce_scatter"))
+    jaxcoll.verify(dataclasses.replace(twice, collective="reduce_scatter"))
     raise AssertionError("expected a ScheduleError")
 except jaxcoll.ScheduleError as error:
     print(error)

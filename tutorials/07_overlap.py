@@ -479,8 +479,8 @@ print("receive wait dropped ->", report.splitlines()[0], "\n ", report.splitline
 # **What interpret mode shows, and what it cannot.** It checks the *logic*: that the
 # handshake orders every DMA against every read and write, for every schedule, and that the
 # kernel computes what the XLA executor computes (tests/test_pallas.py: every registered
-# schedule, bit for bit). It says nothing about speed: each call here is ~0.5-2 s of Python
-# simulating DMAs.
+# schedule, bit for bit). It says nothing about speed: each call here takes seconds of Python
+# simulating DMAs (one machine's time: bench/RESULTS.md, "Numbers that were in code comments").
 #
 # **What a TPU gains, on paper.** No per-round XLA op: one kernel launch, the rounds a loop in
 # the kernel, so α per round is a DMA issue and a semaphore wait, not an op boundary. Room for

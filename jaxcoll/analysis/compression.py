@@ -180,7 +180,7 @@ def result_bound(compress: Compress, schedule: Schedule, x: np.ndarray) -> np.nd
     allgather by ``schedule`` of ``x`` (ranks, values): each rank's input. Flat, in the
     result's order: allreduce (values,); reduce_scatter (values,), rank r's block at
     r·values/n; allgather (ranks·values,)."""
-    n, record = schedule.n_ranks, RECORDS[schedule.primitive]
+    n, record = schedule.n_ranks, RECORDS[schedule.collective]
     # an owner's input is its row of the buffer: rank r's values are row r of one buffer
     buffers = x.reshape(1, -1) if record.source == "owner" else x
     rows = record.rows("schedule_blocks", n)

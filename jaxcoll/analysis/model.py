@@ -547,7 +547,8 @@ class Bounds:
 def _must_send(primitive: str, n: int, nbytes: float) -> float:
     """Bytes some rank must send (or the root send or receive) when n ranks hold ``nbytes``:
     (n-1)/n·N for reduce_scatter, allgather, alltoall, gather and scatter; 2(n-1)/n·N for
-    allreduce (Patarasuk and Yuan, 2009); N for broadcast and reduce (Record.must_send)."""
+    allreduce (Patarasuk and Yuan, 2009); N for broadcast and reduce
+    (CollectiveRecord.must_send)."""
     return RECORDS[primitive].must_send(n, nbytes)
 
 

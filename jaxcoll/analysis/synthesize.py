@@ -42,6 +42,7 @@ import numpy as np
 
 from jaxcoll.analysis.model import Bounds, bounds, ranking, schedule_for
 from jaxcoll.analysis.topology import Topology, simulate
+from jaxcoll.ir import _renamed
 from jaxcoll.ir.records import RECORDS
 from jaxcoll.ir.schedules import Schedule, Transfer
 from jaxcoll.ir.symbolic import verify
@@ -52,7 +53,9 @@ _SPREADS = next(record for record in RECORDS.values() if record.spreads)
 _REVERSED = _SPREADS.dual
 _BOTH = next(record.name for record in RECORDS.values()
              if record.composed_of == (_REVERSED, _SPREADS.name))
-PRIMITIVES = (_SPREADS.name, _REVERSED, _BOTH)
+SYNTHESIZABLE = (_SPREADS.name, _REVERSED, _BOTH)  # the collectives the search builds
+# PRIMITIVES, its name before 0.5.0, reads it with a DeprecationWarning
+__getattr__ = _renamed.module_getattr(__name__, {"PRIMITIVES": "SYNTHESIZABLE"}, globals())
 
 
 @dataclass(frozen=True)
@@ -80,7 +83,7 @@ class Synthesis:
     registered algorithm and with the bound.
 
     Attributes:
-      schedule: the fastest schedule, verified and labelled with its primitive (run it
+      schedule: the fastest schedule, verified and labelled with its collective (run it
         with ``algorithm=schedule``).
       seconds: ``simulate(schedule, nbytes, topology).seconds``: its time on the
         topology.
@@ -121,7 +124,7 @@ class Synthesis:
         return self.seconds / self.bound.seconds if self.bound.seconds else 1.0
 
     def __str__(self) -> str:
-        return (f"{self.schedule.primitive} on {self.topology}: {self.seconds * 1e6:.1f} µs "
+        return (f"{self.schedule.collective} on {self.topology}: {self.seconds * 1e6:.1f} µs "
                 f"({self.origin}); search's best {self.searched_seconds * 1e6:.1f} µs; best "
                 f"registered {self.best_registered} {self.registered_seconds * 1e6:.1f} µs "
                 f"(x{self.speedup:.2f}); bound {self.bound.seconds * 1e6:.1f} µs "
@@ -175,7 +178,7 @@ def synthesize(primitive: str, topology: Topology, nbytes: float, *, n: int | No
       allreduce on 2x4 torus: 665.4 µs (search: pieces=2, ...); ... 5 candidates
       >>> found.best_registered, round(found.speedup, 2)  # the search beat it
       ('bidirectional_ring', 1.42)
-      >>> found.schedule.primitive, found.schedule.n_ranks
+      >>> found.schedule.collective, found.schedule.n_ranks
       ('allreduce', 8)
     """
     _check(primitive, topology, nbytes, n, candidates, max_pieces)
@@ -194,9 +197,9 @@ def synthesize(primitive: str, topology: Topology, nbytes: float, *, n: int | No
 
 def _check(primitive, topology, nbytes, n, candidates, max_pieces) -> None:
     """ValueError/TypeError naming the argument for bad input."""
-    if primitive not in PRIMITIVES:
+    if primitive not in SYNTHESIZABLE:
         raise ValueError(f"jaxcoll.synthesize: primitive={primitive!r}, must be one of "
-                         f"{', '.join(PRIMITIVES)}")
+                         f"{', '.join(SYNTHESIZABLE)}")
     if not isinstance(topology, Topology):
         raise TypeError(f"jaxcoll.synthesize: topology={topology!r} is not a jaxcoll Topology "
                         "(jaxcoll.analysis.topology.switch, ring, torus, nodes)")
@@ -269,10 +272,10 @@ def as_primitive(primitive: str, allgather: Schedule) -> Schedule:
     if primitive == _SPREADS.name:
         return allgather
     reduced = replace(allgather.reversed(
-        allgather.name.replace(_SPREADS.name, _REVERSED), reduce=True), primitive=_REVERSED)
+        allgather.name.replace(_SPREADS.name, _REVERSED), reduce=True), collective=_REVERSED)
     if primitive == _REVERSED:
         return reduced
-    return replace(reduced + allgather, primitive=_BOTH,
+    return replace(reduced + allgather, collective=_BOTH,
                    name=allgather.name.replace(_SPREADS.name, _BOTH))
 
 
@@ -372,7 +375,7 @@ def greedy_allgather(links: _Links, policy: Policy, nbytes: float) -> Schedule:
         rounds.append(transfers)
     schedule = Schedule.build(f"synthesized allgather on {links.topology.name}", n,
                               n_chunks=n_chunks, rounds=rounds)
-    return replace(schedule, primitive=_SPREADS.name)
+    return replace(schedule, collective=_SPREADS.name)
 
 
 def _greedy_round(links: _Links, policy: Policy, have: np.ndarray, allowed: np.ndarray,

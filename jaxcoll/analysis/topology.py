@@ -69,6 +69,9 @@ class Topology:
         None: 0.
       levels: the sizes of the levels ``hierarchical`` runs on here, outermost first (a
         torus's dimensions, nodes' (n_nodes, gpus)); (): none.
+      system: the real system it describes (a :class:`jaxcoll.analysis.systems.System`, set
+        by :func:`jaxcoll.analysis.systems.cluster`), which :func:`jaxcoll.analysis.nccl.predict`
+        needs; None: not one.
     """
 
     name: str
@@ -83,6 +86,7 @@ class Topology:
     assumptions: str = ""
     overhead: np.ndarray | None = None
     levels: tuple[int, ...] = ()
+    system: object = None
 
     def route(self, src: int, dst: int) -> list[str]:
         """The names of the links a transfer from ``src`` to ``dst`` crosses."""
@@ -163,7 +167,7 @@ class Simulation:
 def chunk_bytes(schedule: Schedule, nbytes: float) -> float:
     """Bytes in one of the schedule's chunks when a rank's buffer is ``nbytes`` (alltoall's
     2n chunks hold its input twice: n chunks of data)."""
-    twice = schedule.primitive and RECORDS[schedule.primitive].schedule_blocks == "2n"
+    twice = schedule.collective and RECORDS[schedule.collective].schedule_blocks == "2n"
     return nbytes / (schedule.n_chunks // 2 if twice else schedule.n_chunks)
 
 
@@ -271,8 +275,8 @@ def simulate(schedule: Schedule, nbytes: float, topology: Topology, *,
                          f"{topology.name!r} {topology.n}")
     if channels < 1:
         raise ValueError(f"simulate: channels={channels!r}, must be >= 1")
-    if channels > 1 and schedule.primitive and RECORDS[schedule.primitive].rooted:
-        raise ValueError(f"simulate: channels={channels} moves a {schedule.primitive}'s root "
+    if channels > 1 and schedule.collective and RECORDS[schedule.collective].rooted:
+        raise ValueError(f"simulate: channels={channels} moves a {schedule.collective}'s root "
                          "(each channel's ranks are rotated): channels are for unrooted ones")
     gamma = topology.gamma if gamma is None else gamma
     chunk = chunk_bytes(schedule, nbytes) / channels

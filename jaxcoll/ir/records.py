@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from itertools import cycle, islice
 from typing import Callable
 
+from jaxcoll.ir import _renamed
+
 Row = list[tuple[int, int, int]]  # [(chunk, origin, ranks), ...]: what one rank must end with
 
 
@@ -48,7 +50,13 @@ class Promises(Sequence):
 
 
 @dataclass(frozen=True)
-class Record:
+class CollectiveRecord:
+    """What one collective is, in data: its layouts, typing, dual and busbw, psum's rules.
+
+    ``RECORDS`` holds one per collective, by name (the module docstring says what each field
+    means). ``Record``, its name before 0.5.0, is a deprecated alias.
+    """
+
     name: str
     rows_in: str
     rows_out: str
@@ -126,7 +134,7 @@ class Record:
 
 
 @dataclass(frozen=True)
-class _AllToAll(Record):
+class _AllToAll(CollectiveRecord):
     """Rank r's block i goes to rank i's block r: the schedule's buffer is the input twice,
     chunks of the first half the ones to send, block n + i the one received from rank i."""
 
@@ -143,24 +151,29 @@ class _AllToAll(Record):
             range(half, 2 * half), [r * k + j for _ in range(n) for j in range(k)], owners)))
 
 
-RECORDS: dict[str, Record] = {r.name: r for r in (
-    Record("allreduce", "1", "1", "1", "every", "every", reduces=True, invariant=True,
-           replicated=True, compressible=True, reference="lax.psum / pmax / pmin",
-           busbw="2(n-1)/n", composed_of=("reduce_scatter", "allgather"), sums_bools=True,
-           uneven_groups=True),
-    Record("reduce_scatter", "n", "1", "n", "every", "owner", reduces=True, compressible=True,
-           streams=True, dual="allgather", reference="lax.psum_scatter"),
-    Record("allgather", "1", "n", "n", "owner", "every", replicated=True, compressible=True,
-           streams=True, dual="reduce_scatter", reference="lax.all_gather"),
+RECORDS: dict[str, CollectiveRecord] = {r.name: r for r in (
+    CollectiveRecord("allreduce", "1", "1", "1", "every", "every", reduces=True,
+                     invariant=True, replicated=True, compressible=True,
+                     reference="lax.psum / pmax / pmin", busbw="2(n-1)/n",
+                     composed_of=("reduce_scatter", "allgather"), sums_bools=True,
+                     uneven_groups=True),
+    CollectiveRecord("reduce_scatter", "n", "1", "n", "every", "owner", reduces=True,
+                     compressible=True, streams=True, dual="allgather",
+                     reference="lax.psum_scatter"),
+    CollectiveRecord("allgather", "1", "n", "n", "owner", "every", replicated=True,
+                     compressible=True, streams=True, dual="reduce_scatter",
+                     reference="lax.all_gather"),
     _AllToAll("alltoall", "n", "n", "2n", "owner", "owner", reference="lax.all_to_all"),
-    Record("broadcast", "1", "1", "1", "root", "every", rooted=True, replicated=True,
-           dual="reduce", reference="lax.all_gather, root's block", busbw="1",
-           composed_of=("scatter", "allgather")),
-    Record("reduce", "1", "1", "1", "every", "root", rooted=True, reduces=True,
-           dual="broadcast", reference="lax.psum, zeros off the root", busbw="1",
-           composed_of=("reduce_scatter", "gather")),
-    Record("gather", "1", "n", "n", "owner", "root", rooted=True, dual="scatter",
-           reference="lax.all_gather, zeros off the root"),
-    Record("scatter", "n", "1", "n", "root", "owner", rooted=True, dual="gather",
-           reference="lax.all_gather of root's x, this rank's block"),
+    CollectiveRecord("broadcast", "1", "1", "1", "root", "every", rooted=True, replicated=True,
+                     dual="reduce", reference="lax.all_gather, root's block", busbw="1",
+                     composed_of=("scatter", "allgather")),
+    CollectiveRecord("reduce", "1", "1", "1", "every", "root", rooted=True, reduces=True,
+                     dual="broadcast", reference="lax.psum, zeros off the root", busbw="1",
+                     composed_of=("reduce_scatter", "gather")),
+    CollectiveRecord("gather", "1", "n", "n", "owner", "root", rooted=True, dual="scatter",
+                     reference="lax.all_gather, zeros off the root"),
+    CollectiveRecord("scatter", "n", "1", "n", "root", "owner", rooted=True, dual="gather",
+                     reference="lax.all_gather of root's x, this rank's block"),
 )}
+# Record, CollectiveRecord's name before 0.5.0, reads it with a DeprecationWarning
+__getattr__ = _renamed.module_getattr(__name__, {"Record": "CollectiveRecord"}, globals())

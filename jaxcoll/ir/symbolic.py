@@ -90,7 +90,7 @@ class _Masks:
         return frozenset((r, cell >> self.n) for r in _bits(cell & self.ranks))
 
 
-class _Moves:
+class _SymmetryAction:
     """A symmetry's action on ``cells``' cells: g moves (o, oc) to (rank(o, g), chunk(oc, g))."""
 
     def __init__(self, symmetry: Symmetry, cells: _Masks):
@@ -123,7 +123,7 @@ def _origins(schedule: Schedule) -> Callable[[int], list[int | None]]:
     """origins(rank): for each of rank's chunks (scratch included), the chunk id of rank's own
     data that it holds before the first round (None: nothing meaningful yet); the primitive's
     record says, for the run of chunks the input starts in (``input_at``)."""
-    record, n, root = RECORDS[schedule.primitive], schedule.n_ranks, schedule.root
+    record, n, root = RECORDS[schedule.collective], schedule.n_ranks, schedule.root
     if not schedule.n_scratch:
         return lambda rank: record.origins(rank, n, schedule.n_chunks, root)
     at, width = schedule.input_at, schedule.n_chunks
@@ -143,9 +143,9 @@ def promised(schedule: Schedule) -> dict[tuple[int, int], set[tuple[int, int]]]:
 
 
 def _promises(schedule: Schedule) -> Promises:
-    """What the primitive promises, rank by rank (records.Record.promises), in the run of
+    """What the primitive promises, rank by rank (records.CollectiveRecord.promises), in the run of
     chunks the result must end in (``output_at``)."""
-    promises = RECORDS[schedule.primitive].promises(schedule.n_ranks, schedule.n_chunks,
+    promises = RECORDS[schedule.collective].promises(schedule.n_ranks, schedule.n_chunks,
                                                     schedule.root)
     at = schedule.output_at
     if not at:
@@ -212,7 +212,7 @@ def check_matchings(schedule: Schedule) -> None:
 
 def _check_named(schedule: Schedule) -> None:
     """Raise ValueError if the schedule names no primitive."""
-    if not schedule.primitive:
+    if not schedule.collective:
         raise ValueError(f"{schedule.name}: the schedule names no primitive to verify against; "
                          "build it with jaxcoll.schedule(primitive, algorithm, n)")
 
@@ -293,7 +293,7 @@ def verify(schedule: Schedule) -> None:
 
     Every chunk of every rank is followed as a set of contributions, (rank, chunk) pairs: a
     copy replaces the receiver's set, a reduce adds the sender's to it. At the end every rank
-    must hold exactly what ``schedule.primitive`` promises, each contribution once and none
+    must hold exactly what ``schedule.collective`` promises, each contribution once and none
     missing; and every ppermute the executor cuts a round into must send from and to each
     rank at most once. No devices and no JAX: a schedule symmetric in every round is
     followed at rank 0 alone, which keeps thousands of ranks cheap.
@@ -487,7 +487,7 @@ def _sorted_rows(table: np.ndarray) -> np.ndarray:
 def _run_rank_0(schedule: Schedule, symmetry: Symmetry, cells: _Masks) -> list[int]:
     """Rank 0's final cells where every rank's state is rank 0's moved by ``symmetry`` (the
     one-rank view above); raises ScheduleError where _run would, naming rank 0's transfer."""
-    move = _Moves(symmetry, cells)
+    move = _SymmetryAction(symmetry, cells)
     row = cells.row(0, _origins(schedule)(0))
     for index, round_ in enumerate(schedule.rounds):
         # rank 0's transfer t = 0 -> d as rank q = sender(d) makes it arrives at rank 0
@@ -511,7 +511,7 @@ def _check_arrivals(index: int, arrivals: list[Transfer], symmetry: Symmetry) ->
 
 
 def _receive(index: int, t: Transfer, arriving: Transfer, values: list[int], row: list[int],
-             move: _Moves) -> None:
+             move: _SymmetryAction) -> None:
     """Rank 0 copies or reduces ``values``, what ``arriving`` (rank 0's transfer ``t`` as its
     sender makes it) carries, into ``row``; an error is named at ``t`` (moved by its d)."""
     d, cells, symmetry = t.dst, move.cells, move.symmetry
@@ -546,7 +546,7 @@ def dual(schedule: Schedule) -> Schedule:
     holds none is a copy (no stale value is added), one into a chunk that holds some is a
     reduce, and a chunk that holds none is not sent. ``verify`` proves the result.
     """
-    primitive = RECORDS[schedule.primitive].dual
+    primitive = RECORDS[schedule.collective].dual
     if not primitive:
         return schedule
     n, width = schedule.n_ranks, schedule.n_chunks

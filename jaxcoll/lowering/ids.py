@@ -11,8 +11,49 @@ from dataclasses import dataclass
 from functools import partial
 from itertools import chain
 from operator import attrgetter
+from typing import NamedTuple
 
 import numpy as np
+
+
+class AffineIds(NamedTuple):
+    """An "affine" table's arrays: ``offset + (base + per_step * step + stride * rank) mod
+    modulus``; ``base``, ``stride``, ``offset`` (n_steps, n_moved) or one row each, where
+    ``per_step`` (1, n_moved) moves the ids from one step to the next (else 0)."""
+    base: np.ndarray
+    stride: np.ndarray
+    offset: np.ndarray
+    per_step: np.ndarray
+
+
+class XorIds(NamedTuple):
+    """An "xor" table's array: ``base ^ (rank & mask)``, ``base`` (n_steps, n_moved)."""
+    base: np.ndarray
+
+
+class MirrorIds(NamedTuple):
+    """A "mirror" table's arrays: the affine form (no ``per_step``) with ``base`` negated at
+    odd ranks."""
+    base: np.ndarray
+    stride: np.ndarray
+    offset: np.ndarray
+
+
+class RowsIds(NamedTuple):
+    """A "rows" table's arrays: ``rows`` (n_steps, n_taking, n_moved) of the taking-part
+    ``ranks`` (n_taking,), ``default`` (n_steps, n_moved) for every other rank."""
+    ranks: np.ndarray
+    rows: np.ndarray
+    default: np.ndarray
+
+
+class TableIds(NamedTuple):
+    """A "table" table's array: ``table`` (n_steps, n_ranks, n_moved), as it is."""
+    table: np.ndarray
+
+
+_ARRAYS = {"affine": AffineIds, "xor": XorIds, "mirror": MirrorIds, "rows": RowsIds,
+           "table": TableIds}
 
 
 @dataclass(frozen=True, eq=False)
@@ -27,17 +68,24 @@ class Ids:
     (n_steps, n_moved), or one row each where ``per_step`` (1, n_moved) moves the ids from
     one step to the next (a ring's loop); ``per_step`` is 0 otherwise. With ``first_only``
     only each row's first id is kept (its ids are a run c, c+1, ...).
+
+    ``arrays`` is the kind's named tuple (:class:`AffineIds`, :class:`XorIds`,
+    :class:`MirrorIds`, :class:`RowsIds`, :class:`TableIds`), read by name; a plain tuple
+    given in its order becomes one.
     """
 
     kind: str
     n_steps: int
     n_moved: int
-    # per kind: affine (base, stride, offset, per_step), xor (base,), mirror (base, stride,
-    # offset), rows (ranks, rows, default), table (table,)
-    arrays: tuple
+    arrays: AffineIds | XorIds | MirrorIds | RowsIds | TableIds
     modulus: int = 0
     first_only: bool = False
     mask: int = -1  # xor: ``base ^ (rank & mask)``
+
+    def __post_init__(self):
+        named = _ARRAYS[self.kind]
+        if type(self.arrays) is not named:
+            object.__setattr__(self, "arrays", named(*self.arrays))
 
     def table(self, n_ranks: int) -> np.ndarray:
         """The full (n_steps, n_ranks, n_moved) table back (numpy; the executor computes one
@@ -155,12 +203,13 @@ class _Batch:
         rows_ok = (first == 1) | (first == n_steps)
         expected = first * kept  # rows of kept ids
         if kind == "rows":  # ranks (n_taking,), rows (n_steps, n_taking, kept), default
-            n_taking = sizes[:, :1]
-            expected = np.column_stack([first[:, :1], first[:, 1:2] * n_taking * kept,
-                                        first[:, 2:] * kept])
-            rows_ok[:, 0], rows_ok[:, 1] = True, first[:, 1] == n_steps[:, 0]
+            ranks, rows, default = map(self._index_of, RowsIds._fields)
+            n_taking = sizes[:, ranks]
+            expected = np.column_stack([first[:, ranks], first[:, rows] * n_taking * kept[:, 0],
+                                        first[:, default] * kept[:, 0]])
+            rows_ok[:, ranks], rows_ok[:, rows] = True, first[:, rows] == n_steps[:, 0]
         elif kind == "table":  # (n_steps, n_ranks, kept)
-            n_ranks = np.array([(ids.arrays[0].shape + (0, 0))[1] for ids in self.ids])
+            n_ranks = np.array([(ids.arrays.table.shape + (0, 0))[1] for ids in self.ids])
             expected, rows_ok = first * n_ranks[:, None] * kept, first == n_steps
         if not (rows_ok & (sizes == expected)).all():
             raise ValueError(f"{kind!r} ids whose arrays are not the rows of their steps")
@@ -170,55 +219,60 @@ class _Batch:
         return np.fromiter((getattr(ids, name) for ids in self.ids), np.int64,
                            len(self.ids))[self.item]
 
-    def packed(self, position: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The items' ``arrays[position]`` flattened one after the other (int64), where each
-        starts, and each one's first dimension."""
+    def _index_of(self, name: str) -> int:
+        """Where the items' array ``name`` is among their arrays (their kind's field)."""
+        return type(self.ids[0].arrays)._fields.index(name)
+
+    def packed(self, name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The items' array ``name`` (``base``, ...) flattened one after the other (int64),
+        where each starts, and each one's first dimension."""
+        position = self._index_of(name)
         sizes = self._sizes[:, position]
         flat = self._flat if self._sizes.shape[1] == 1 else self._flat[self._position == position]
         return flat, np.cumsum(sizes) - sizes, self._first[:, position]
 
-    def stored(self, position: int) -> np.ndarray:
-        """Each entry's value of the items' ``arrays[position]``, stored (rows, kept): one row
-        per step, or one row for every step."""
-        flat, at, n_rows = self.packed(position)
+    def stored(self, name: str) -> np.ndarray:
+        """Each entry's value of the items' array ``name``, stored (rows, kept): one row per
+        step, or one row for every step."""
+        flat, at, n_rows = self.packed(name)
         row = np.where(n_rows[self.item] > 1, self.s, 0)
         return flat[at[self.item] + row * self.kept[self.item] + self.k]
 
 
 def _affine_values(b: _Batch) -> np.ndarray:
-    base, stride, offset, per_step = (b.stored(i) for i in range(4))
+    base, stride, offset, per_step = map(b.stored, ("base", "stride", "offset", "per_step"))
     return offset + (base + per_step * b.s + stride * b.rank) % b.per_item("modulus")
 
 
 def _xor_values(b: _Batch) -> np.ndarray:
-    return b.stored(0) ^ (b.rank & b.per_item("mask"))
+    return b.stored("base") ^ (b.rank & b.per_item("mask"))
 
 
 def _mirror_values(b: _Batch) -> np.ndarray:
-    base, stride, offset = (b.stored(i) for i in range(3))
+    base, stride, offset = map(b.stored, ("base", "stride", "offset"))
     return offset + ((1 - 2 * (b.rank % 2)) * base + stride * b.rank) % b.per_item("modulus")
 
 
 def _rows_values(b: _Batch) -> np.ndarray:
     """A taking-part rank's own row, the default row elsewhere."""
-    taking_part, starts, n_taking = b.packed(0)
+    taking_part, starts, n_taking = b.packed("ranks")
     if not len(taking_part):
-        return b.stored(2)
+        return b.stored("default")
     key = np.repeat(np.arange(len(b.ids)), n_taking) * (1 << 32) + taking_part  # item, rank
     order = np.argsort(key, kind="stable")
     wanted = b.item * (1 << 32) + b.rank
     at = np.minimum(np.searchsorted(key[order], wanted), len(key) - 1)
     mine = key[order[at]] == wanted
     position = order[at] - starts[b.item]  # among the item's taking-part ranks
-    rows, row_at, _ = b.packed(1)  # each (n_steps, n_taking, kept)
+    rows, row_at, _ = b.packed("rows")  # each (n_steps, n_taking, kept)
     own = rows[np.where(mine, row_at[b.item] + (b.s * n_taking[b.item] + position)
                         * b.kept[b.item] + b.k, 0)]
-    return np.where(mine, own, b.stored(2))
+    return np.where(mine, own, b.stored("default"))
 
 
 def _table_values(b: _Batch) -> np.ndarray:
-    flat, at, _ = b.packed(0)  # each (n_steps, n_ranks, kept)
-    n_ranks = np.fromiter((ids.arrays[0].shape[1] for ids in b.ids), np.int64,
+    flat, at, _ = b.packed("table")  # each (n_steps, n_ranks, kept)
+    n_ranks = np.fromiter((ids.arrays.table.shape[1] for ids in b.ids), np.int64,
                           len(b.ids))[b.item]
     if ((b.rank < 0) | (b.rank >= n_ranks)).any():
         raise IndexError("a rank outside the table's ranks")

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 import jax.numpy as jnp
 from jax import lax
 
-from jaxcoll.ir.records import Record
+from jaxcoll.ir.records import CollectiveRecord
 
 
-def enter(record: Record, buf, me, n: int):
+def enter(record: CollectiveRecord, buf, me, n: int):
     """This rank's (rows_in, width) input as the schedule's (blocks, width) buffer: an
     owner's input is its row of n; a buffer of 2n blocks (alltoall) is the input twice, the
     second half to receive into."""
@@ -28,7 +28,7 @@ def enter(record: Record, buf, me, n: int):
     return lax.dynamic_update_slice_in_dim(blocks, buf, me, axis=0)
 
 
-def leave(record: Record, out, me, n: int, root: int):
+def leave(record: CollectiveRecord, out, me, n: int, root: int):
     """The schedule's buffer as this rank's (rows_out, width) result: an owner's row, zeros
     off the root, or the received half of a buffer of 2n blocks."""
     if record.schedule_blocks == "2n":
@@ -45,7 +45,7 @@ class Layout:
     """How one leaf enters a collective as a (rows, width) matrix and its result leaves it
     (the public functions' ``dim``, ``split_dim``/``concat_dim`` and ``tiled``).
 
-    ``kind`` is the collective's :attr:`Record.layout`: "whole" (one row, the leaf flat),
+    ``kind`` is the collective's :attr:`CollectiveRecord.layout`: "whole" (one row, the leaf flat),
     "scatter" (block i along ``dim`` in row i; the result is this rank's block), "gather"
     (one row; the n result rows stacked at ``dim``, or concatenated there if ``tiled``) or
     "exchange" (blocks along ``dim`` in rows as "scatter"; the n received blocks stacked or

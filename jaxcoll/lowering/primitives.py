@@ -66,19 +66,19 @@ def collective(schedule: Schedule, buf, axis, op: str = "sum", compress: Compres
     as lax's psum and psum_scatter do. ``executor``: ``"xla"``, ``"pallas"`` or a
     ``Pallas(interpret=...)`` (pallas_kernel.py): how the schedule's plan runs."""
     plan = _compat.axis_plan(axis, groups)
-    record, aval = RECORDS[schedule.primitive], jax.typeof(buf)
+    record, aval = RECORDS[schedule.collective], jax.typeof(buf)
     partials = bool(_compat.unreduced_only(aval) & set(plan.axes))
     if partials and not set(plan.axes) <= _compat.unreduced_only(aval):
         unreduced = sorted(_compat.unreduced_only(aval) & set(plan.axes))
         others = sorted(set(plan.axes) - _compat.unreduced_only(aval))
-        raise ValueError(f"jaxcoll.{schedule.primitive}: x is typed unreduced over {unreduced} "
+        raise ValueError(f"jaxcoll.{schedule.collective}: x is typed unreduced over {unreduced} "
                          f"but not over {others} of axis={axis!r}; as lax's, one collective "
                          "takes an axis in one state: sum the unreduced axes and the others in "
                          "two calls")
     sums = record.reduces and not record.rooted and op == "sum" and compress is None
     stuck = (_compat.unreduced_axes(aval) & set(plan.axes)) if not (partials and sums) else ()
     if stuck or (partials and (groups or feedback or layout is None and not sums)):
-        raise ValueError(f"jaxcoll.{schedule.primitive}: x is typed unreduced or reduced over "
+        raise ValueError(f"jaxcoll.{schedule.collective}: x is typed unreduced or reduced over "
                          f"{sorted(stuck or plan.axes)}; jaxcoll takes varying or invariant "
                          "values, and unreduced ones (partial sums) in a sum's allreduce or "
                          "reduce_scatter, as lax: reduce it first (lax.psum) or cast it "
@@ -89,23 +89,23 @@ def collective(schedule: Schedule, buf, axis, op: str = "sum", compress: Compres
     invariant = typed and not groups and (record.invariant or to == "invarying")
     reduced = typed and to == "reduced"
     if feedback:
-        return tuple(FEEDBACK.bind(buf, schedule=_shown(schedule), plan=plan, op=op,
+        return tuple(FEEDBACK.bind(buf, schedule=_as_parameter(schedule), plan=plan, op=op,
                                    invariant=invariant, compress=compress))
     return _bind(buf, schedule=schedule, plan=plan, op=op, invariant=invariant,
                  compress=compress, layout=layout, partials=partials, reduced=reduced,
                  executor=as_executor(executor))
 
 
-class _Shown(Schedule):
+class _ScheduleParameter(Schedule):
     """A schedule as a primitive's parameter: printed in jaxprs by its one-line repr."""
 
     __str__ = Schedule.__repr__
 
 
-def _shown(schedule: Schedule) -> Schedule:
-    if type(schedule) is _Shown:
+def _as_parameter(schedule: Schedule) -> Schedule:
+    if type(schedule) is _ScheduleParameter:
         return schedule
-    shown = _Shown(**{f.name: getattr(schedule, f.name) for f in fields(Schedule)})
+    shown = _ScheduleParameter(**{f.name: getattr(schedule, f.name) for f in fields(Schedule)})
     object.__setattr__(shown, "_hash", hash(schedule))  # the same value, computed once
     return shown
 
@@ -116,7 +116,7 @@ def _bind(buf, *, schedule: Schedule, plan, op: str, invariant: bool,
     """``partials``: ``buf`` is typed unreduced over the axis (each rank's partial sum, as
     lax's unreduced_psum reads it); ``reduced``: the result is typed reduced over it
     (``lax.all_gather(..., to="reduced")``)."""
-    return PRIMITIVES[schedule.primitive].bind(buf, schedule=_shown(schedule), plan=plan, op=op,
+    return PRIMITIVES[schedule.collective].bind(buf, schedule=_as_parameter(schedule), plan=plan, op=op,
                                                invariant=invariant, compress=compress,
                                                layout=layout, partials=partials,
                                                reduced=reduced, executor=executor)
@@ -143,7 +143,7 @@ def program(x, *, schedule: Schedule, plan, op: str, invariant: bool = False,
     """
     del invariant, partials, reduced  # typing only
     buf = x if layout is None else layout.to_rows(x)
-    record, me = RECORDS[schedule.primitive], plan.index()
+    record, me = RECORDS[schedule.collective], plan.index()
     run = partial(execute, schedule, axis=plan.axes, combine=_COMBINE[op], plan=plan,
                   compress=compress, settle=record.replicated, feedback=feedback,
                   executor=executor)
@@ -159,7 +159,7 @@ def program(x, *, schedule: Schedule, plan, op: str, invariant: bool = False,
 def _abstract_eval(x, *, schedule: Schedule, plan, op: str, invariant: bool, compress=None,
                    layout: Layout | None = None, partials: bool = False,
                    reduced: bool = False, executor="xla"):
-    record, n = RECORDS[schedule.primitive], schedule.n_ranks
+    record, n = RECORDS[schedule.collective], schedule.n_ranks
     rows = record.rows("rows_out", n)
     # stacked: (ranks, rows, width), one buffer per rank of the axis (of every group)
     ranks = (plan.axis_ranks,) if plan.stacked else ()
@@ -204,7 +204,7 @@ def _jvp(primals, tangents, *, schedule: Schedule, plan, op: str, invariant: boo
         return y, _bind(_ordered(t, y), op="sum", **params)
     # max/min: the extreme's tangent, shared evenly between the ranks that hold it. The primal
     # side's collectives follow one another by their data; the tangent's comes last.
-    spread = y if RECORDS[schedule.primitive].invariant else _transpose_bind(y, **params)
+    spread = y if RECORDS[schedule.collective].invariant else _transpose_bind(y, **params)
     at_extreme = (x == spread).astype(t.dtype)  # spread: the result in the input's layout
     count = _bind(at_extreme, op="sum", **params)
     total = _bind(_ordered(t * at_extreme, count), op="sum", **params)
@@ -236,7 +236,7 @@ def _transpose(ct, x, *, schedule: Schedule, plan, op: str, invariant: bool, com
                layout: Layout | None = None, partials: bool = False, reduced: bool = False,
                executor="xla"):
     if op != "sum" or compress is not None:
-        raise NotImplementedError(f"jaxcoll_{schedule.primitive} with op={op!r}, "
+        raise NotImplementedError(f"jaxcoll_{schedule.collective} with op={op!r}, "
                                   f"compress={compress!r} is not linear")
     if type(ct) is ad.Zero:
         return (ad.Zero(x.aval.to_tangent_aval()),)
@@ -244,7 +244,7 @@ def _transpose(ct, x, *, schedule: Schedule, plan, op: str, invariant: bool, com
         return (lax.pcast(ct, tuple(plan.permute_axes), to="reduced"),)
     if invariant:  # psum's and all_gather_invariant's transposes: this rank's part, no traffic
         ct = _compat.pvary(ct, plan.axes)
-        record = RECORDS[schedule.primitive]
+        record = RECORDS[schedule.collective]
         if record.rows_in == record.rows_out:
             return (ct,)
         rows = ct if layout is None else layout.dual().to_rows(ct)  # (n, w)
@@ -265,14 +265,14 @@ def _batch(axis_data, vals, dims, *, schedule: Schedule, plan, op: str, invarian
         return _batch_leaf(axis_data, x, d, layout, params)
     if axis_data.name in plan.axes:  # vmap(axis_name=...) over the collective's own axis
         if plan.stacked:
-            raise ValueError(f"jaxcoll_{schedule.primitive}: axis {axis_data.name!r} is "
+            raise ValueError(f"jaxcoll_{schedule.collective}: axis {axis_data.name!r} is "
                              "vmapped twice")
         if d is None:
             x, d = jnp.broadcast_to(x, (axis_data.size, *x.shape)), 0
         stacked = dict(params, plan=replace(plan, stacked=True), invariant=False)
         out = _bind(jnp.moveaxis(x, d, 0), **stacked)  # (ranks, rows_out, width)
         # the same bits on every rank, as lax's: unmapped (with groups, within a group only)
-        if RECORDS[schedule.primitive].replicated and not plan.groups:
+        if RECORDS[schedule.collective].replicated and not plan.groups:
             return out[0], None
         return out, 0
     if d is None:

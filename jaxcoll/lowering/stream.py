@@ -95,7 +95,7 @@ def _forwards(sent, previous, fresh) -> int | None | bool:
 
 
 def _build(schedule: Schedule) -> Stream | None:
-    n, record = schedule.n_ranks, RECORDS.get(schedule.primitive)
+    n, record = schedule.n_ranks, RECORDS.get(schedule.collective)
     if record is None or not record.streams or schedule.n_chunks % n:
         return None
     reduce = record.reduces
@@ -132,7 +132,7 @@ def _build(schedule: Schedule) -> Stream | None:
         arrived = sorted(h.chunk[r] for hops in stream_rounds for h in hops)
         if arrived != [c for c in range(schedule.n_chunks) if not own(r, c)]:
             return None
-    return Stream(schedule.primitive, n, pieces, tuple(stream_rounds))
+    return Stream(schedule.collective, n, pieces, tuple(stream_rounds))
 
 
 def _repeats(rounds) -> bool:
@@ -160,7 +160,7 @@ def _reduce_scatter_stream(schedule, pieces, stream_rounds, last, touched) -> St
     for r in range(n):
         if touched[r] != {c for c in range(schedule.n_chunks) if c // pieces != r}:
             return None
-    return Stream(schedule.primitive, n, pieces, tuple(stream_rounds), tuple(finals))
+    return Stream(schedule.collective, n, pieces, tuple(stream_rounds), tuple(finals))
 
 
 @lru_cache(maxsize=256)

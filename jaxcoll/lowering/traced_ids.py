@@ -29,29 +29,31 @@ def ids_at(ids: Ids, step, me):
             return jnp.asarray(array[0])
         return lax.dynamic_index_in_dim(jnp.asarray(array), step, 0, keepdims=False)
 
-    if ids.kind == "affine" and not (ids.arrays[1].any() or ids.arrays[3].any()):
-        base, _, offset, _ = ids.arrays  # every rank's ids alike: a constant row per step
-        rows = offset + base % ids.modulus  # (n_steps, n_moved)
+    arrays = ids.arrays  # the kind's named arrays (ids.py)
+    if ids.kind == "affine" and not (arrays.stride.any() or arrays.per_step.any()):
+        # every rank's ids alike: a constant (n_steps, n_moved) row per step
+        rows = arrays.offset + arrays.base % ids.modulus
         row = rows[0] if rows.shape[0] == 1 else at_step(rows)  # numpy: constants
     elif ids.kind == "affine":
-        base, stride, offset, per_step = map(at_step, ids.arrays)
+        base, stride, offset, per_step = (at_step(arrays.base), at_step(arrays.stride),
+                                          at_step(arrays.offset), at_step(arrays.per_step))
         row = offset + (base + per_step * step + stride * me) % ids.modulus
     elif ids.kind == "xor":
-        row = at_step(ids.arrays[0]) ^ (me & ids.mask)
+        row = at_step(arrays.base) ^ (me & ids.mask)
     elif ids.kind == "mirror":  # odd ranks negate the base
-        base, stride, offset = map(at_step, ids.arrays)
+        base, stride, offset = (at_step(arrays.base), at_step(arrays.stride),
+                                at_step(arrays.offset))
         row = offset + (jnp.where(me % 2 == 1, -base, base) + stride * me) % ids.modulus
     elif ids.kind == "rows":  # the taking-part ranks' rows; everyone else the default
-        ranks, rows, default = ids.arrays
-        if len(ranks) == 1:  # one rank's row, the default elsewhere
-            mine, others = at_step(rows)[0], at_step(default)  # (kept,) each
-            return _first_only(ids, lax.select(jnp.broadcast_to(me == ranks[0], others.shape),
-                                               mine, others))
-        hit = jnp.asarray(ranks) == me  # (n taking part,)
-        mine = at_step(rows)[jnp.argmax(hit)]
-        row = jnp.where(hit.any(), mine, at_step(default))
+        if len(arrays.ranks) == 1:  # one rank's row, the default elsewhere
+            mine, others = at_step(arrays.rows)[0], at_step(arrays.default)  # (kept,) each
+            return _first_only(ids, lax.select(
+                jnp.broadcast_to(me == arrays.ranks[0], others.shape), mine, others))
+        hit = jnp.asarray(arrays.ranks) == me  # (n taking part,)
+        mine = at_step(arrays.rows)[jnp.argmax(hit)]
+        row = jnp.where(hit.any(), mine, at_step(arrays.default))
     else:
-        row = _row(ids.arrays[0], step, me)
+        row = _row(arrays.table, step, me)
     return _first_only(ids, row)
 
 
@@ -64,9 +66,10 @@ def _first_only(ids: Ids, row):
 
 def flag(mask: Ids, me):
     """This rank's entry of a per-rank mask (one step, one id) as a bool."""
-    if (mask.kind == "rows" and len(mask.arrays[0]) == 1 and mask.arrays[1].all()
-            and not mask.arrays[2].any()):
-        return me == mask.arrays[0][0]  # one rank's flag
+    arrays = mask.arrays
+    if (mask.kind == "rows" and len(arrays.ranks) == 1 and arrays.rows.all()
+            and not arrays.default.any()):
+        return me == arrays.ranks[0]  # one rank's flag
     return ids_at(mask, 0, me)[0] != 0
 
 

@@ -204,7 +204,7 @@ class _Rows:
         return np.array_equal(self.rows(order), other.rows())
 
 
-class _Moves:
+class _TransfersOfWidth:
     """Transfers of one width (chunks moved): ``heads`` (transfers, 4 or 5) round, src, dst,
     reduce (and the plan's ppermute p), and the ids ``sent`` and received ``into``."""
 
@@ -238,7 +238,7 @@ def _check_explicit(explicit, n_ranks: int, n_chunks: int) -> None:
     _check_one_write(m, planned, n_ranks, n_chunks)
 
 
-def _same_moves(got: _Moves, want: _Moves, n_ranks: int) -> bool:
+def _same_moves(got: _TransfersOfWidth, want: _TransfersOfWidth, n_ranks: int) -> bool:
     """True if two sets of transfers are equal as multisets: paired by (round, src, dst,
     reduce) where no two share those, else compared as sorted rows."""
     if len(got.heads) != len(want.heads):
@@ -292,7 +292,7 @@ def _check_receivers(m: _Matchings, n_ranks: int) -> None:
     if not len(owners):
         return
     few = np.array([masks[p].kind == "rows" for p in owners], dtype=bool)
-    defaults, sizes = flattened([masks[p].arrays[2] for p in owners[few]])
+    defaults, sizes = flattened([masks[p].arrays.default for p in owners[few]])
     nonzero = np.repeat(np.arange(len(sizes)), sizes)[defaults != 0]
     few[np.flatnonzero(few)[nonzero]] = False  # rows whose default flags every other rank
     flagged = [_flagged_rows(m, [masks[p] for p in owners[few]], owners[few], n_ranks)]
@@ -314,8 +314,8 @@ def _check_receivers(m: _Matchings, n_ranks: int) -> None:
 
 def _flagged_rows(m: _Matchings, masks: list, owners: np.ndarray, n_ranks: int) -> np.ndarray:
     """(ppermute, rank) of every rank flagged by masks of few ranks' rows, default row 0."""
-    (ranks, sizes), (rows, n_rows) = (flattened([mask.arrays[i] for mask in masks])
-                                      for i in (0, 1))
+    ranks, sizes = flattened([mask.arrays.ranks for mask in masks])
+    rows, n_rows = flattened([mask.arrays.rows for mask in masks])
     wrong = np.flatnonzero(sizes != n_rows)
     if len(wrong):
         p = int(owners[wrong[0]])
@@ -326,7 +326,7 @@ def _flagged_rows(m: _Matchings, masks: list, owners: np.ndarray, n_ranks: int) 
     return keys[rows[first] != 0]
 
 
-def _planned_moves(m: _Matchings) -> dict[int, _Moves]:
+def _planned_moves(m: _Matchings) -> dict[int, _TransfersOfWidth]:
     """Per number of chunks moved: the plan's transfers, every pair at every step of every
     ppermute, with the ppermute p in the heads' last column (every table read in one go)."""
     by_moved: dict[int, list[int]] = {}
@@ -352,8 +352,8 @@ def _planned_moves(m: _Matchings) -> dict[int, _Moves]:
                               int(n_steps.sum()))
         rounds = indices[(np.cumsum(n_steps) - n_steps)[of] + step]
         reduce = np.array([m.matchings[p].reduce for p in which], dtype=np.int64)[of]
-        moves[n_moved] = _Moves(np.column_stack([rounds, pairs, reduce, which[of]]),
-                                sent_rows, into_rows)
+        moves[n_moved] = _TransfersOfWidth(
+            np.column_stack([rounds, pairs, reduce, which[of]]), sent_rows, into_rows)
     return moves
 
 
@@ -379,7 +379,7 @@ def _ids_of(items, groups) -> list[_Rows]:
     return out
 
 
-def _scheduled_moves(explicit) -> dict[int, _Moves]:
+def _scheduled_moves(explicit) -> dict[int, _TransfersOfWidth]:
     """Per number of chunks moved: the rounds' transfers. Transfers often share their tuples
     of ids (into is chunks; one tuple for every round of a broadcast): each is read once."""
     indices = list(chain.from_iterable(indices for _, _, indices, _ in explicit))
@@ -404,7 +404,7 @@ def _scheduled_moves(explicit) -> dict[int, _Moves]:
                                np.int64, len(mine) * n_moved).reshape(-1, n_moved)
         runs = (np.diff(distinct, axis=1) == 1).all(axis=1)
         picked = np.flatnonzero(width[:n] == n_moved)
-        moves[n_moved] = _Moves(heads[picked], *(
+        moves[n_moved] = _TransfersOfWidth(heads[picked], *(
             _Rows(n_moved, first=distinct[rows, 0]) if runs[rows].all()
             else _Rows(n_moved, full=distinct[rows])
             for rows in (row_of[slot[picked]], row_of[slot[n + picked]])))
@@ -635,16 +635,16 @@ def _strides_are_the_symmetrys(tables: list[_Table]) -> None:
     tables' arrays at once)."""
     if not tables:
         return
-    strides, sizes = flattened([t.ids.arrays[1] for t in tables])
+    strides, sizes = flattened([t.ids.arrays.stride for t in tables])
     symmetries = list(map(attrgetter("symmetry"), tables))
     modulus = np.repeat(_attribute(symmetries, "modulus"), sizes)
     stride = np.repeat(_attribute(symmetries, "stride"), sizes)
-    offsets = flattened([t.ids.arrays[2] for t in tables])[0]
+    offsets = flattened([t.ids.arrays.offset for t in tables])[0]
     wrong = (offsets % modulus != 0) | ((strides - stride) % modulus != 0)
     if wrong.any():
         t = tables[int(np.searchsorted(np.cumsum(sizes), np.argmax(wrong), side="right"))]
         raise _Disagrees(f"ppermute {t.j}'s ids move by stride "
-                         f"{t.ids.arrays[1].ravel()[:1].tolist()} modulo {t.ids.modulus}, "
+                         f"{t.ids.arrays.stride.ravel()[:1].tolist()} modulo {t.ids.modulus}, "
                          f"the symmetry by {t.symmetry.stride} modulo {t.symmetry.modulus}",
                          t.k)
 

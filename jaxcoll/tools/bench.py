@@ -83,7 +83,8 @@ from jax.sharding import Mesh
 from jaxcoll.analysis.compression import Compress, result_bound
 from jaxcoll.analysis.model import choose, pieces_for
 from jaxcoll.collectives import algorithms
-from jaxcoll.ir.families import PRIMITIVES, build_schedule, two_level
+from jaxcoll.ir import _renamed
+from jaxcoll.ir.families import COLLECTIVES, build_schedule, two_level
 from jaxcoll.ir.records import RECORDS
 from jaxcoll.lowering._checks import check_op_dtype
 from jaxcoll.tools.check import ROOTED, call_collective, two_level_mesh
@@ -98,7 +99,9 @@ from jaxcoll.tools.timing import (  # noqa: F401 (API)
     verifiable_values,
 )
 
-AXIS = "i"
+BENCH_AXIS = "i"  # the axis the benchmark's meshes and vmaps name (check.py's is AXIS)
+# AXIS, its name before 0.5.0, reads it with a DeprecationWarning
+__getattr__ = _renamed.module_getattr(__name__, {"AXIS": "BENCH_AXIS"}, globals())
 DTYPES = ("float32", "bfloat16", "float16", "int32", "int16", "int8", "uint32", "uint8", "bool")
 MAX_SIZES = 200  # steps of a sweep
 EMULATION_NOTE = ("ranks emulated with jax.vmap(axis_name=...) on one device: this measures "
@@ -110,9 +113,9 @@ EMULATION_NOTE = ("ranks emulated with jax.vmap(axis_name=...) on one device: th
 @dataclass(frozen=True)
 class Convention:
     """How nccl-tests sizes and scores one collective."""
-    factor: str  # busbw = algbw x this factor of n (records.Record.busbw_factor)
+    factor: str  # busbw = algbw x this factor of n (records.CollectiveRecord.busbw_factor)
     layout: str  # "whole": S is the buffer; "scatter", "exchange": the input, n blocks;
-    #              "gather": the output, n blocks (records.Record.layout)
+    #              "gather": the output, n blocks (records.CollectiveRecord.layout)
     reduces: bool = False
 
 
@@ -169,8 +172,8 @@ def emulated_program(op: str, algorithm: str, root: int = 0, compress=None):
     """jit(vmap) of one collective on ranks emulated on one device: (n, count) -> (n, ...)."""
 
 
-    return jax.jit(jax.vmap(lambda b: call_collective(op, algorithm, b, AXIS, root, compress),
-                            axis_name=AXIS))
+    return jax.jit(jax.vmap(lambda b: call_collective(op, algorithm, b, BENCH_AXIS, root, compress),
+                            axis_name=BENCH_AXIS))
 
 
 @dataclass(frozen=True)
@@ -187,7 +190,7 @@ class Ranks:
 
     def mesh(self):
         """The devices as a mesh with the one axis "i"."""
-        return Mesh(np.array(self.devices), (AXIS,))
+        return Mesh(np.array(self.devices), (BENCH_AXIS,))
 
     def program(self, op: str, algorithm: str, root: int, compress=None):
         """The jitted program of ``op`` by ``algorithm`` on these ranks (``compress``ed)."""
@@ -574,7 +577,7 @@ def _counts(parser, args) -> None:
 
 def ops_arg(parser, text: str) -> list[str]:
     """The collectives of --op, or a parser error naming the allowed ones."""
-    allowed = [op for op in PRIMITIVES if op in CONVENTIONS]
+    allowed = [op for op in COLLECTIVES if op in CONVENTIONS]
     ops = allowed if text == "all" else list(dict.fromkeys(text.split(",")))
     for op in ops:
         if op not in allowed:

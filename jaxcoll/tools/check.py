@@ -23,7 +23,7 @@ from jaxcoll.lowering._compat import serialize_collectives
 from jaxcoll.lowering.execute import after
 from jaxcoll.tools.distributed import local_blocks
 
-AXIS = "ranks"
+AXIS = "ranks"  # the axis the check's meshes name
 LEVELS = ("outer", "inner")  # the tuple axis two-level algorithms run on
 THREE_LEVELS = ("pod", "node", "gpu")  # and the one of their three-level case
 ROOTED = tuple(name for name, record in RECORDS.items() if record.rooted)

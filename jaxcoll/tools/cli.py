@@ -159,12 +159,12 @@ def msccl_main(argv) -> int:
         for schedule in schedules:
             try:
                 verify(schedule)
-                verdict = f"verified: every rank ends with what {schedule.primitive} promises"
+                verdict = f"verified: every rank ends with what {schedule.collective} promises"
             except ScheduleError as error:
                 verdict, bad = f"DOES NOT VERIFY: {error}", bad + 1
             where = "in place" if schedule.in_place else "out of place"
             priced = cost(schedule, nbytes, alpha=0.0, beta=1.0)
-            bound = bounds(schedule.primitive, n, nbytes)
+            bound = bounds(schedule.collective, n, nbytes)
             print(f"  {where}: {_count(schedule.n_rounds, 'round')} of "
                   f"{_count(priced.messages, 'ppermute')}, "
                   f"{_count(schedule.n_scratch, 'scratch chunk')}; {verdict}")
@@ -199,8 +199,8 @@ def check_main(argv=None) -> int:
         usage=f"{PROG} [check] [--quick] [--devices D] [--ranks N,...] [--counts C,...]",
         description="Run every primitive x algorithm against the xla reference on fake CPU "
                     "devices and print a row per check as it finishes; exit status 1 on any "
-                    "mismatch. Each case compiles one program: the whole check takes about "
-                    "3 minutes on 2 CPU cores, --quick well under one. Other commands: "
+                    "mismatch. Each case compiles one program (one machine's times: "
+                    "bench/RESULTS.md), --quick a representative few. Other commands: "
                     + ", ".join(f"{name} ({what})" for name, (what, _) in COMMANDS.items()
                                 if name != "check") + f"; {PROG} COMMAND --help for each.")
     parser.add_argument("--quick", action="store_true",
@@ -250,11 +250,9 @@ def _stream_checks(ranks: list[int], counts: list[int], quick: bool, leader: boo
     with a progress line on stderr where it is a terminal; return every row."""
     total = sum(len(cases(n, quick)) for n in ranks)
     say = print if leader else (lambda *_, **__: None)
-    hint = "" if quick else f"; --quick checks {len(cases(5, quick=True))}"
+    hint = "" if quick else f" (--quick checks {len(cases(5, quick=True))})"
     say(f"{_count(total, 'case')} on {', '.join(map(str, ranks))} ranks, "
-        f"{_count(len(counts), 'size')} each: one "
-        f"program compiled per case, up to about 2 s each on 2 CPU cores "
-        f"(~{max(1, round(total * 2 / 60))} min{hint})", flush=True)
+        f"{_count(len(counts), 'size')} each: one program compiled per case{hint}", flush=True)
     say(HEADER + "\n" + "-" * len(HEADER), flush=True)
     bar = Progress(total, enabled=progress and leader and sys.stderr.isatty())
     rows, started = [], time.monotonic()

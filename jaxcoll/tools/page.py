@@ -102,8 +102,8 @@ def html(schedule: Schedule, path=None, *, nbytes: float = 1 << 20, calibration=
 def _verified(schedule: Schedule) -> tuple[Schedule, str, str]:
     """The schedule whose states the page shows, verify's verdict ("ok", "bad" or
     "unverified") and a line saying it."""
-    if not schedule.primitive:  # shown from allreduce's start: every rank holds all its data
-        return (replace(schedule, primitive="allreduce"), "unverified",
+    if not schedule.collective:  # shown from allreduce's start: every rank holds all its data
+        return (replace(schedule, collective="allreduce"), "unverified",
                 "not verified: the schedule names no primitive (give Schedule one, e.g. "
                 "Schedule(name, n, n_chunks, rounds, 'allreduce')); shown from a start where "
                 "every rank holds its own data in every chunk")
@@ -112,7 +112,7 @@ def _verified(schedule: Schedule) -> tuple[Schedule, str, str]:
     except ScheduleError as error:
         return schedule, "bad", f"verify fails: {error}"
     return schedule, "ok", (f"verified: after the last round every rank holds what "
-                            f"{schedule.primitive} promises, each contribution once")
+                            f"{schedule.collective} promises, each contribution once")
 
 
 def _round_costs(schedule: Schedule, nbytes: float, calibration_, topology
@@ -163,10 +163,10 @@ def _page_data(schedule: Schedule, nbytes: float, calibration_, topology) -> dic
     rounds = [{"transfers": [[t.src, t.dst, t.chunks, t.into, t.reduce] for t in round_],
                "text": [transfer_text(t) for t in round_], **row}
               for round_, row in zip(schedule.rounds, costs)]
-    rooted = schedule.primitive in RECORDS and RECORDS[schedule.primitive].rooted
+    rooted = schedule.collective in RECORDS and RECORDS[schedule.collective].rooted
     n, chunks = schedule.n_ranks, schedule.buffer_chunks
     links = topology or (calibration_.topology(n) if calibration_ is not None else None)
-    return {"name": schedule.name, "primitive": schedule.primitive,
+    return {"name": schedule.name, "collective": schedule.collective,
             "root": schedule.root if rooted else None,
             "n_ranks": n, "n_chunks": chunks,
             "labels": [_letter(int(label)) if label.isdigit() else label
@@ -246,7 +246,7 @@ def phases(schedule: Schedule, history) -> list[dict]:
         else:
             runs.append([index, index, kind])
     if len(runs) == 1:
-        return [{"first": 0, "last": runs[0][1], "name": schedule.primitive or runs[0][2]}]
+        return [{"first": 0, "last": runs[0][1], "name": schedule.collective or runs[0][2]}]
     return [{"first": first, "last": last,
              "name": _phase_name(kind, _sums(schedule, history[first]),
                                  _sums(schedule, history[last + 1]), schedule.n_ranks)}

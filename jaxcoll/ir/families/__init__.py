@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Callable
 
+from jaxcoll.ir import _renamed
 from jaxcoll.ir.families import (
     binomial,
     bruck,
@@ -96,7 +97,9 @@ SCHEDULES: dict[str, dict[str, Algorithm]] = {
     "scatter": {"naive": Algorithm(naive.scatter, **_ROOTED),
                 "binomial": Algorithm(binomial.scatter, **_ROOTED)},
 }
-PRIMITIVES = tuple(SCHEDULES)
+COLLECTIVES = tuple(SCHEDULES)  # the collectives that have schedules, in the registry's order
+# PRIMITIVES, its name before 0.5.0, reads it with a DeprecationWarning
+__getattr__ = _renamed.module_getattr(__name__, {"PRIMITIVES": "COLLECTIVES"}, globals())
 
 
 def pipeline_pieces(nbytes: int) -> int:
@@ -129,4 +132,4 @@ def build_schedule(primitive: str, algorithm: str, n: int | tuple[int, ...], roo
         kwargs["root"] = root
     if entry.pipelined:
         kwargs["pieces"] = pieces
-    return replace(entry.build(n, **kwargs), primitive=primitive, root=root)
+    return replace(entry.build(n, **kwargs), collective=primitive, root=root)

@@ -3,7 +3,7 @@
 
 The package's modules, one job each: ``parsing`` (the file read and checked by the parser's
 rules: :func:`parse`, :class:`Program`), ``loading`` (a program as a schedule: :func:`load`,
-:class:`Layout`), ``dumping`` (a schedule as a file: :func:`dump`).
+:class:`BufferLayout`), ``dumping`` (a schedule as a file: :func:`dump`).
 
 MSCCL's XML is what Microsoft's MSCCL (msccl-executor-nccl) and AMD's RCCL execute on GPUs;
 RCCL ships a library of them (``tools/msccl-algorithms/``). The rules below are the runtimes'
@@ -83,8 +83,9 @@ chunk nothing wrote are refused. Broadcast, reduce, gather and scatter have no r
 file: it is 0 (the call's).
 """
 
+from jaxcoll.ir import _renamed
 from jaxcoll.ir.msccl.dumping import dump
-from jaxcoll.ir.msccl.loading import Layout, layout_of, load
+from jaxcoll.ir.msccl.loading import BufferLayout, layout_of, load
 from jaxcoll.ir.msccl.parsing import (
     ALGO_ATTRIBUTES,
     COLL_OF,
@@ -108,7 +109,9 @@ from jaxcoll.ir.msccl.parsing import (
     parse,
 )
 
-__all__ = ["ALGO_ATTRIBUTES", "COLL_OF", "COLLS", "Layout", "MAX_COUNT", "MAX_DEPID",
+__all__ = ["ALGO_ATTRIBUTES", "BufferLayout", "COLL_OF", "COLLS", "MAX_COUNT", "MAX_DEPID",
            "MAX_PER_CHANNEL", "MAX_REDUCE_FUSION", "MAX_STEPS", "MscclError", "MscclWarning",
            "Program", "READS_X", "RECEIVES", "SENDS", "STEP_ATTRIBUTES", "Step", "Threadblock",
            "TYPES", "WRITES_Y", "dump", "layout_of", "load", "parse"]
+# Layout, BufferLayout's name before 0.5.0, reads it with a DeprecationWarning
+__getattr__ = _renamed.module_getattr(__name__, {"Layout": "BufferLayout"}, globals())

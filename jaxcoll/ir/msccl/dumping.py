@@ -9,7 +9,7 @@ import re as _re
 from collections import Counter
 from dataclasses import dataclass, field
 
-from jaxcoll.ir.msccl.loading import Layout
+from jaxcoll.ir.msccl.loading import BufferLayout
 from jaxcoll.ir.msccl.parsing import (
     COLL_OF,
     MAX_COUNT,
@@ -92,17 +92,17 @@ def dump(schedule: Schedule, *, name: str | None = None, proto: str = "Simple",
     jaxcoll.ir.msccl.parsing.MscclError: msccl.dump: ... is rooted at 1; an MSCCL file names
     no root (the call does), and jaxcoll reads it as 0
     """
-    if schedule.primitive not in COLL_OF:
+    if schedule.collective not in COLL_OF:
         raise MscclError(f"msccl.dump: {schedule!r} names no collective MSCCL has "
-                         f"(primitive={schedule.primitive!r})")
-    if RECORDS[schedule.primitive].rooted and schedule.root != 0:
+                         f"(collective={schedule.collective!r})")
+    if RECORDS[schedule.collective].rooted and schedule.root != 0:
         raise MscclError(f"msccl.dump: {schedule!r} is rooted at {schedule.root}; an MSCCL file "
                          "names no root (the call does), and jaxcoll reads it as 0")
     try:
         verify(schedule)
     except ScheduleError as error:
         raise MscclError(f"msccl.dump: {schedule!r} does not verify: {error}") from None
-    n, primitive = schedule.n_ranks, schedule.primitive
+    n, primitive = schedule.n_ranks, schedule.collective
     record = RECORDS[primitive]
     k = (schedule.n_chunks // 2 if record.schedule_blocks == "2n"
          else schedule.n_chunks // n if record.rooted and record.layout != "whole"
@@ -135,8 +135,8 @@ class _Places:
     def __init__(self, schedule: Schedule, k: int, inplace: bool):
         self.schedule, self.k, self.inplace = schedule, k, inplace
         n = schedule.n_ranks
-        self.layout = Layout(schedule.primitive, n, k, inplace, 0)
-        io = _io_chunks(schedule.primitive, k, n)
+        self.layout = BufferLayout(schedule.collective, n, k, inplace, 0)
+        io = _io_chunks(schedule.collective, k, n)
         self.by_id = [{self.layout.chunk(r, b, o): (b, o) for b in ("o", "i") for o in range(io[b])}
                       for r in range(n)]  # the layout's chunk id -> (buffer, offset)
         self.scratch = [0] * n  # scratch chunks used per rank
@@ -192,7 +192,7 @@ class _Places:
     def _origin(self, rank: int, chunk: int) -> int | None:
         """Which chunk of the rank's input the schedule's chunk holds at the start."""
         s = self.schedule
-        return RECORDS[s.primitive].origins(rank, s.n_ranks, s.n_chunks, s.root)[
+        return RECORDS[s.collective].origins(rank, s.n_ranks, s.n_chunks, s.root)[
             chunk - s.input_at]
 
     def _holds_input(self, rank: int, chunk: int) -> bool:
@@ -204,7 +204,7 @@ class _Places:
 
     def _promised(self, rank: int, chunk: int) -> bool:
         s = self.schedule
-        promises = RECORDS[s.primitive].promises(s.n_ranks, s.n_chunks, s.root)
+        promises = RECORDS[s.collective].promises(s.n_ranks, s.n_chunks, s.root)
         row = dict((r, row) for r, row in promises).get(rank, [])
         return any(c + s.output_at == chunk for c, _, _ in row)
 
@@ -219,7 +219,7 @@ class _Places:
     def settle(self) -> None:
         """Place every chunk a rank's result needs (promised ones nothing wrote included)."""
         s = self.schedule
-        promises = RECORDS[s.primitive].promises(s.n_ranks, s.n_chunks, s.root)
+        promises = RECORDS[s.collective].promises(s.n_ranks, s.n_chunks, s.root)
         for rank, row in promises:
             for chunk, _, _ in row:
                 self.at(rank, chunk + s.output_at)
@@ -402,8 +402,8 @@ def _xml(schedule, name, proto, k, inplace, min_bytes, max_bytes, places, per_ra
     for tbs in per_rank:
         for _, _, _, _, actions in tbs.values():
             _break_chains(actions)
-    n, coll = schedule.n_ranks, COLL_OF[schedule.primitive]
-    io = _io_chunks(schedule.primitive, k, n)
+    n, coll = schedule.n_ranks, COLL_OF[schedule.collective]
+    io = _io_chunks(schedule.collective, k, n)
     channels = 1 + max((tb[3] for tbs in per_rank for tb in tbs.values()), default=0)
     head = (f'<algo name="{_quoted(name or schedule.name)}" proto="{proto}" '
             f'nchannels="{channels}" nchunksperloop="{k}" ngpus="{n}" coll="{coll}" '

@@ -1,5 +1,5 @@
 """An MSCCL program as a :class:`~jaxcoll.Schedule` (:func:`load`): where its buffers lie among
-a schedule's chunks (:class:`Layout`), races and reads of garbage refused, each step's data
+a schedule's chunks (:class:`BufferLayout`), races and reads of garbage refused, each step's data
 moves placed in the earliest round the data allow."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from jaxcoll.ir.schedules import Round, Schedule, Transfer
 
 
 @dataclass(frozen=True)
-class Layout:
+class BufferLayout:
     """Where MSCCL's buffers lie in a jaxcoll schedule's chunks (the package docstring).
 
     For one coll on n ranks of K chunks per loop, in place or out of place.
@@ -80,8 +80,8 @@ class Layout:
         return 0 <= at < self.n_chunks and origins[at] is not None
 
 
-def layout_of(program: Program, inplace: bool | None = None) -> Layout:
-    """The :class:`Layout` to load ``program`` with.
+def layout_of(program: Program, inplace: bool | None = None) -> BufferLayout:
+    """The :class:`BufferLayout` to load ``program`` with.
 
     Args:
       program: a :class:`~jaxcoll.ir.msccl.parsing.Program`,
@@ -90,7 +90,7 @@ def layout_of(program: Program, inplace: bool | None = None) -> Layout:
         so, else in place.
 
     Returns:
-      The :class:`Layout`.
+      The :class:`BufferLayout`.
 
     Raises:
       MscclError: if the file never runs
@@ -101,17 +101,17 @@ def layout_of(program: Program, inplace: bool | None = None) -> Layout:
     if not (program.inplace if inplace else program.outofplace):
         raise MscclError(f"msccl: algo: {'inplace' if inplace else 'outofplace'}=0, so the "
                          f"runtimes never run it {'in place' if inplace else 'out of place'}")
-    return Layout(program.primitive, program.ngpus, program.nchunks, inplace,
+    return BufferLayout(program.primitive, program.ngpus, program.nchunks, inplace,
                   max(gpu["s_chunks"] for gpu in program.gpus.values()))
 
 
-def _run(layout: Layout, step: Step, side: str) -> list[int]:
+def _run(layout: BufferLayout, step: Step, side: str) -> list[int]:
     """The chunk ids of a step's src or dst run."""
     buffer, offset = (step.srcbuf, step.srcoff) if side == "src" else (step.dstbuf, step.dstoff)
     return [layout.chunk(step.gpu, buffer, offset + j) for j in range(step.cnt)]
 
 
-def _accesses(layout: Layout, step: Step) -> list[tuple[int, bool]]:
+def _accesses(layout: BufferLayout, step: Step) -> list[tuple[int, bool]]:
     """(chunk, writes) for every chunk the step reads or writes at its gpu."""
     reads = _run(layout, step, "src") if step.type in READS_X else []
     writes = _run(layout, step, "dst") if step.type in WRITES_Y else []
@@ -166,7 +166,7 @@ def _in_order(steps: list[Step], before: dict) -> list[Step]:
     return order
 
 
-def _touches(layout: Layout, order: list[Step]) -> dict[tuple[int, int], list]:
+def _touches(layout: BufferLayout, order: list[Step]) -> dict[tuple[int, int], list]:
     """(gpu, chunk) -> [(step, writes)] of every step that reads or writes it, in order."""
     touched: dict[tuple[int, int], list] = {}
     for step in order:
@@ -175,7 +175,7 @@ def _touches(layout: Layout, order: list[Step]) -> dict[tuple[int, int], list]:
     return touched
 
 
-def _check_overlaps(layout: Layout, steps: list[Step]) -> None:
+def _check_overlaps(layout: BufferLayout, steps: list[Step]) -> None:
     """A step's X and Y runs (every chained X, for an re) are one run or apart: the kernel's
     threads read and write them element by element in no order, so where they overlap at
     different offsets (in place, i and o are one buffer) what it computes is a race."""
@@ -193,7 +193,7 @@ def _check_overlaps(layout: Layout, steps: list[Step]) -> None:
                                  "order")
 
 
-def _check_races(layout: Layout, order: list[Step], before: dict, touched: dict) -> None:
+def _check_races(layout: BufferLayout, order: list[Step], before: dict, touched: dict) -> None:
     """Two steps of one gpu that touch a chunk, one writing, must be ordered; a step may read
     a chunk that held nothing at the start (scratch, an out-of-place output) only after
     something wrote it."""
@@ -226,7 +226,7 @@ def _check_races(layout: Layout, order: list[Step], before: dict, touched: dict)
                                  "(scratch, and an out-of-place output, start as garbage)")
 
 
-def _name(layout: Layout, gpu: int, chunk: int) -> str:
+def _name(layout: BufferLayout, gpu: int, chunk: int) -> str:
     """A jaxcoll chunk id as the file names it (for errors)."""
     for buffer in ("i", "o", "s"):
         size = layout.s_chunks if buffer == "s" else _io_chunks(layout.primitive, layout.k,
@@ -340,7 +340,7 @@ def load(source, *, inplace: bool | None = None, name: str | None = None,
                     - layout.n_chunks, input_at=layout.input_at)
 
 
-def _completed_receives(layout: Layout, program: Program, touched: dict) -> dict:
+def _completed_receives(layout: BufferLayout, program: Program, touched: dict) -> dict:
     """id(r) -> the re right after it that adds what it received into its own dst (RCCL's way
     to run an rrc, as dump writes it): an ``r`` into a scratch run nothing else touches, whose
     threadblock's next step, waiting for nothing else, is an ``re`` of that run. The pair is
@@ -361,7 +361,7 @@ def _completed_receives(layout: Layout, program: Program, touched: dict) -> dict
     return pairs
 
 
-def _ops(layout: Layout, order: list[Step], completed: dict) -> tuple[list[_Op], list]:
+def _ops(layout: BufferLayout, order: list[Step], completed: dict) -> tuple[list[_Op], list]:
     """Every step's data moves as ops, and the events of their reads and writes in an order
     happens-before respects (steps in ``order``; a send's read when its step runs, the
     receive's write when its step does): [op, rank, chunk, writes]. A send and the receive it

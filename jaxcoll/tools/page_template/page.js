@@ -175,7 +175,7 @@ function row(cells, k) {
 function setUp() {
   $("title").textContent = data.name;
   const root = data.root === null ? "" : ` from root ${data.root}`;
-  const what = data.primitive ? data.primitive + root : "no primitive";
+  const what = data.collective ? data.collective + root : "no primitive";
   const taking = data.total_text === null ? "" : ` takes ${data.total_text}`;
   $("summary").textContent = `${what}: ${plural(data.n_ranks, "rank")} (rows) x `
     + `${plural(data.n_chunks, "chunk")} (columns), ${plural(last, "round")}; `
