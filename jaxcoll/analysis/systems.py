@@ -1,6 +1,10 @@
 """Real systems as topologies, with where each number comes from, and the published
 measurements the simulator is checked against (bench/MODEL.md, "Real links").
 
+:func:`cluster` describes A100/H100/H200/B200/MI300X nodes from NCCL's (RCCL's) own topology
+constants and carries a :class:`System` for :func:`jaxcoll.analysis.nccl.predict`; :func:`dgx`
+and :func:`mi300x` are the simulator's older presets, below.
+
 Link parameters (per GPU, each way):
 
 - NVLink: the effective bandwidth NCCL's own topology model gives one NVLink (NVIDIA/nccl
@@ -16,6 +20,7 @@ Link parameters (per GPU, each way):
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from jaxcoll.analysis.topology import Topology, fully_connected, nodes, simulate
@@ -51,6 +56,146 @@ def mi300x(n: int = 8) -> Topology:
     pair (the platform has 8; 16 is two such nodes' GPUs as one fabric, for comparison)."""
     return fully_connected(n, alpha=MI300X_ALPHA, beta=1 / (MI300X_LINK_GBS * 1e9),
                            name=f"{n} x MI300X, fully connected (Infinity Fabric)")
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """One GPU model as NCCL (or RCCL) sees it: its links, PCIe, NVLS and the CPU beside it.
+
+    Attributes:
+      name: "a100", "h100", "h200", "b200" or "mi300x".
+      arch: NVIDIA compute capability (80, 90, 100) or AMD's "gfx942".
+      links: NVLink (or Infinity Fabric) links per GPU.
+      link_gbs: GB/s per link each way, as NCCL's topology model counts it.
+      pcie_gbs: the GPU's (and its NIC's) PCIe link, GB/s, as NCCL counts it.
+      nvls: NVLink SHARP (NVLS) in the node's NVSwitches.
+      cpu: the host CPU's vendor, "intel" or "amd" (NCCL's tuner reads it across nodes).
+      fabric: what joins a node's GPUs, in words.
+    """
+
+    name: str
+    arch: object
+    links: int
+    link_gbs: float
+    pcie_gbs: float
+    nvls: bool
+    cpu: str
+    fabric: str
+
+
+# NVLink GB/s per link: NVIDIA/nccl v2.28.9-1 src/graph/topo.h SM80_NVLINK_BW (20.0), SM90_NVLINK_BW
+# (20.6), SM100_NVLINK_BW (40.1); MI300X: ROCm/rccl 0cbce2a7 src/graph/topo.h GFX94X_XGMI_WIDTH
+# (48.0). Links: NVIDIA's A100 (12 NVLink3), H100/H200 SXM (18 NVLink4) and B200 (18 NVLink5)
+# data sheets; MI300X: 7 Infinity Fabric links, one to each other GPU (RCCL's rome_models.cc,
+# rome_model_79/81: nGpus 8, nLinks 7). PCIe: NCCL's topo.cc kvDictPciGen, width x rate / 80:
+# Gen4 x16 ("16.0 GT/s PCIe" = 120) 24 GB/s on A100 hosts, Gen5 x16 (240) 48 GB/s after. NVLS:
+# NCCL's search.cc runs the NVLS pattern only with NVSwitches and compute capability >= 90. CPU:
+# the vendor's reference node: DGX A100 (AMD EPYC 7742), DGX H100/H200 (Intel Xeon 8480C), DGX
+# B200 (Intel Xeon 8570); MI300X: an AMD EPYC host (an assumption: platforms vary).
+SPECS = {
+    "a100": Gpu("a100", 80, 12, 20.0, 24.0, False, "amd", "NVLink3 x12, NVSwitch"),
+    "h100": Gpu("h100", 90, 18, 20.6, 48.0, True, "intel", "NVLink4 x18, NVSwitch (NVLS)"),
+    "h200": Gpu("h200", 90, 18, 20.6, 48.0, True, "intel", "NVLink4 x18, NVSwitch (NVLS)"),
+    "b200": Gpu("b200", 100, 18, 40.1, 48.0, True, "intel", "NVLink5 x18, NVSwitch (NVLS)"),
+    "mi300x": Gpu("mi300x", "gfx942", 7, 48.0, 48.0, False, "amd",
+                  "Infinity Fabric x7, fully connected"),
+}
+
+
+@dataclass(frozen=True)
+class System:
+    """A cluster as :func:`jaxcoll.analysis.nccl.predict` needs it (:func:`cluster` makes it).
+
+    Attributes:
+      gpu: the GPU's :class:`Gpu` (links, PCIe, NVLS, CPU).
+      n_nodes: nodes (NCCL's nNodes: for a multi-node NVLink domain, its racks).
+      gpus_per_node: GPUs (ranks) per node.
+      nics: NICs per node.
+      nic_gbps: each NIC's line rate, Gb/s.
+      sharp: in-network reduction on the NICs' fabric (InfiniBand SHARP: NCCL's CollNet).
+      cpu: the host CPU's vendor, "intel" or "amd".
+    """
+
+    gpu: Gpu
+    n_nodes: int
+    gpus_per_node: int
+    nics: int
+    nic_gbps: float
+    sharp: bool = False
+    cpu: str = "intel"
+
+    @property
+    def n(self) -> int:
+        """Ranks in all."""
+        return self.n_nodes * self.gpus_per_node
+
+    @property
+    def nvlink_gbs(self) -> float:
+        """GB/s each way between a GPU and the rest of its node (all its links)."""
+        return self.gpu.links * self.gpu.link_gbs
+
+
+def cluster(gpu: str, n_nodes: int = 1, *, gpus_per_node: int = 8, nics: int = 8,
+            nic_gbps: float = 400.0, sharp: bool = False, cpu: str | None = None) -> Topology:
+    """``n_nodes`` nodes of ``gpus_per_node`` ``gpu``, ``nics`` NICs of ``nic_gbps`` each.
+
+    A :func:`~jaxcoll.analysis.topology.nodes` topology carrying its :class:`System`, which
+    :func:`jaxcoll.analysis.nccl.predict` prices NCCL's (RCCL's on MI300X) choices on. Inside a
+    node: NVSwitch at the GPU's NVLink bandwidth (MI300X: its 7 Infinity Fabric links summed
+    into one port, an approximation of the full mesh); NVLS where the GPU has it (H100, H200,
+    B200). Parameters and their sources (:data:`SPECS`):
+
+    - NVLink per link: NVIDIA/nccl v2.28.9-1 ``src/graph/topo.h``: ``SM80_NVLINK_BW`` 20.0 GB/s
+      (A100, 12 links: 240), ``SM90_NVLINK_BW`` 20.6 (H100, H200, 18 links: 370.8),
+      ``SM100_NVLINK_BW`` 40.1 (B200, 18 links: 721.8); MI300X: ROCm/rccl ``topo.h``
+      ``GFX94X_XGMI_WIDTH`` 48 GB/s, 7 links (336). Link counts: the vendors' data sheets.
+    - PCIe (GPU and NIC): NCCL ``topo.cc`` ``kvDictPciGen``: Gen4 x16 24 GB/s (A100 hosts),
+      Gen5 x16 48 GB/s (the others).
+    - NICs: ``nic_gbps`` / 8 GB/s each way (NCCL ``topo.cc``: ``net->net.bw = mbps / 8000``).
+    - α: NVLink 3.4 µs (NCCL ``tuning.cc`` ``hwLatencies[NVLINK][Ring][Simple]``; MI300X 2.1 µs,
+      RCCL ``tuning_model_5``), NIC 14 µs (``hwLatencies[NET][Ring][Simple]``): for
+      :func:`~jaxcoll.analysis.topology.simulate`; ``predict`` uses NCCL's own tables.
+    - CPU: the vendor's reference node (DGX A100: AMD; DGX H100/H200/B200: Intel; MI300X: AMD,
+      assumed).
+
+    Args:
+      gpu: "a100", "h100", "h200", "b200" or "mi300x".
+      n_nodes: how many nodes (NVLink domains).
+      gpus_per_node: GPUs per node (a multi-node NVLink rack: its GPUs).
+      nics: NICs per node (used when ``n_nodes`` > 1).
+      nic_gbps: each NIC's line rate in Gb/s (400: NDR InfiniBand, 400G Ethernet).
+      sharp: the fabric reduces in the network (InfiniBand SHARP: NCCL's CollNet algorithms).
+      cpu: "intel" or "amd" instead of the reference node's.
+
+    Returns:
+      The :class:`~jaxcoll.analysis.topology.Topology`, with ``system`` set.
+
+    Raises:
+      ValueError: an unknown ``gpu`` or ``cpu``, or counts or a rate that are not positive.
+
+    Examples:
+      >>> from jaxcoll.analysis.systems import cluster
+      >>> cluster("h100", 2).system.nvlink_gbs
+      370.8
+    """
+    if gpu not in SPECS:
+        raise ValueError(f"cluster: gpu={gpu!r}, must be one of {sorted(SPECS)}")
+    if cpu not in (None, "intel", "amd"):
+        raise ValueError(f"cluster: cpu={cpu!r}, must be 'intel', 'amd' or None")
+    for name, value in (("n_nodes", n_nodes), ("gpus_per_node", gpus_per_node), ("nics", nics)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"cluster: {name}={value!r}, must be an int >= 1")
+    if not nic_gbps > 0:
+        raise ValueError(f"cluster: nic_gbps={nic_gbps!r}, must be > 0")
+    spec = SPECS[gpu]
+    system = System(spec, n_nodes, gpus_per_node, nics, float(nic_gbps), bool(sharp),
+                    cpu or spec.cpu)
+    nvlink_alpha = 2.1e-6 if gpu == "mi300x" else NVLINK_ALPHA
+    topology = nodes(n_nodes, gpus_per_node, nvlink=(nvlink_alpha, 1 / (system.nvlink_gbs * 1e9)),
+                     nic=(14e-6, 8 / (nic_gbps * 1e9)), nics=nics,
+                     name=f"{n_nodes} x {gpus_per_node} {gpu.upper()} ({spec.fabric}; {nics} x "
+                          f"{nic_gbps:g} Gb/s NICs per node{', SHARP' if sharp else ''})")
+    return dataclasses.replace(topology, system=system)
 
 
 @dataclass(frozen=True)
