@@ -314,9 +314,10 @@ for where, price in PRICES.items():
 entry = compiled[4096].split("\nENTRY ")[1]   # the 5-bucket step's scheduled main program
 weight_shapes = {f"{fan_in},{fan_out}": f"dW{layer}"                  # dW_l: (fan_in, fan_out)
                  for layer, (fan_in, fan_out) in enumerate(zip(SIZES[:-1], SIZES[1:]))}
-order = [weight_shapes[shape] if op == "dot" else "loop"
-         for shape, op in re.findall(r"= (?:f32\[([\d,]+)\]\S*|\(.*?\)) (dot|while)\(", entry)
-         if op == "while" or shape in weight_shapes]
+instructions = re.findall(r"= (?:f32\[([\d,]+)\]\S*|\(.*?\)) ([\w-]+)\((.*)", entry)
+order = ["loop" if op == "while" else weight_shapes[shape]  # a matmul: a dot, or (jaxlib 0.12.1
+         for shape, op, rest in instructions                 # on CPU) a library kCustom fusion
+         if op == "while" or shape in weight_shapes and (op == "dot" or "kind=kCustom" in rest)]
 print("compiled order:", " ".join(order))
 matmuls = [op for op in order if op != "loop"]
 assert matmuls == ["dW2", "dW1", "dW0"]             # the backward: last layer first (data flow)

@@ -433,21 +433,29 @@ assert hung.stdout.count("WATCHDOG") >= 1
 
 # %% [markdown]
 # Each waits in its first collective for a partner that is in another; without the watchdog,
-# until the launcher's `--timeout` (exit 124). Two collectives of one shape and kind do *not*
-# hang: below process 1 runs `psum(10 x)` first, and first calls are paired with first calls
-# (`_pipeline_demo.py quiet`, 3 processes, rank r holding 4r, ..., 4r + 3):
+# until the launcher's `--timeout` (exit 124). Two collectives of one shape and kind are where
+# runtimes differ: below process 1 runs `psum(10 x)` first (`_pipeline_demo.py swapped`, 3
+# processes, rank r holding 4r, ..., 4r + 3, each call under the same watchdog). jaxlib 0.10's
+# CPU collectives pair first calls with first calls: no error, no hang, a wrong sum. jaxlib
+# 0.12.1's tell the two programs apart and wait, as in `order`. The cell checks exactly what
+# happened, whichever it was:
 
 # %%
-quiet = demo.launch(3, "quiet")
-assert quiet.returncode == 0
-found = demo.result(quiet.stdout)
-values = np.array(found["values"])
-meant, got = values.sum(axis=0), np.array(found["swapped"]["psum"])
-print(f"process 0's psum: {got.tolist()}, meant {meant.tolist()}")
-np.testing.assert_array_equal(got, values[0] + 10 * values[1] + values[2])   # no error, wrong
+swapped = demo.launch(3, "swapped")
+if swapped.returncode == 0:      # paired by order: process 0's psum got process 1's 10 x
+    found = demo.result(swapped.stdout)
+    values = np.array(found["values"])
+    meant, got = values.sum(axis=0), np.array(found["swapped"]["psum"])
+    print(f"paired by order; process 0's psum: {got.tolist()}, meant {meant.tolist()}")
+    np.testing.assert_array_equal(got, values[0] + 10 * values[1] + values[2])  # no error, wrong
+else:                            # told apart: each waits in its first call, as in `order`
+    print(*[line for line in swapped.stdout.splitlines() if "WATCHDOG" in line], sep="\n")
+    assert "WATCHDOG: psum not done" in swapped.stdout and "RESULT" not in swapped.stdout
 
 # %% [markdown]
-# No error, no hang: process 0's `psum` got process 1's `10 x`. On GPUs it is the same. A hang
+# Where calls are paired by order there is no error and no hang: process 0's `psum` got
+# process 1's `10 x`. NCCL pairs a communicator's calls by their order too, so on GPUs this is
+# the silent case. A hang
 # shows as GPUs busy doing nothing (NCCL's kernels spin while they wait). `NCCL_DEBUG=INFO`
 # prints what NCCL set up (rings, trees, channels, transports) and its errors; with
 # `NCCL_DEBUG_SUBSYS=COLL`, a line per collective call, whose sequences can be compared across
@@ -458,11 +466,15 @@ np.testing.assert_array_equal(got, values[0] + 10 * values[1] + values[2])   # n
 #
 # ### 4b. A straggler
 #
-# The same `quiet` run then synchronised its 3 processes with one `ring_allreduce`, let
-# process 1 sleep 1 s (a slow data loader, a throttled GPU), and noted on the host's clock
-# when each entered its next `ring_allreduce` and when it left (`block_until_ready`):
+# Another run (`_pipeline_demo.py straggler`) synchronised its 3 processes with one
+# `ring_allreduce`, let process 1 sleep 1 s (a slow data loader, a throttled GPU), and noted on
+# the host's clock when each entered its next `ring_allreduce` and when it left
+# (`block_until_ready`):
 
 # %%
+straggler = demo.launch(3, "straggler")
+assert straggler.returncode == 0
+found = demo.result(straggler.stdout)
 entered, left = np.array(found["entered"]), np.array(found["left"])
 print("each process's allreduce:", ", ".join(f"{t:.3f} s" for t in left - entered),
       f"(process {found['straggler']} slept {found['sleep']} s)")

@@ -3,15 +3,16 @@ notebook's kernel), and the plumbing the notebook uses to start them.
 
     python tutorials/_pipeline_demo.py cond          # one process, 4 fake devices
     python -m jaxcoll.tools.launch --nproc 2 --devices-per-proc 1 -- \
-        python tutorials/_pipeline_demo.py order     # or: quiet
+        python tutorials/_pipeline_demo.py order     # or: swapped, straggler
 
 - ``cond``: a ``ppermute`` inside a ``lax.cond`` that only rank 0 takes; the other ranks never
   reach it. It prints ``RAN`` only if the program returns.
 - ``order``: process 0 runs a psum then an all_gather, process 1 the same two in the other
   order. Each call has a watchdog: a collective not done after ``WATCHDOG`` seconds prints
   ``WATCHDOG`` and ends the process with code 3 (as NCCL users' watchdogs do, see the notebook).
-- ``quiet``: (1) two psums of the same shape, process 1 running them in the other order;
-  (2) a straggler: process ``STRAGGLER`` sleeps ``SLEEP`` s before an allreduce, and every
+- ``swapped``: two psums of the same shape and kind, process 1 running them in the other
+  order, each call under the same watchdog; process 0 prints ``RESULT {json}`` if both ended.
+- ``straggler``: process ``STRAGGLER`` sleeps ``SLEEP`` s before an allreduce, and every
   process times its own call. Process 0 prints ``RESULT {json}``.
 
 Imported (by the notebook), it offers :func:`alone`, :func:`launch` and :func:`result`.
@@ -29,7 +30,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve()
 WATCHDOG = 3.0  # seconds a collective may take in ``order`` before its process gives up
-SLEEP, STRAGGLER = 1.0, 1  # ``quiet``: who sleeps before the timed allreduce, and how long
+SLEEP, STRAGGLER = 1.0, 1  # ``straggler``: who sleeps before the timed allreduce, and how long
 COUNT = 4  # float32 values per rank
 
 
@@ -119,42 +120,57 @@ def _mine(array) -> list:
     return np.asarray(array.addressable_shards[0].data).ravel().tolist()
 
 
+def _watched(name: str, run) -> object:
+    """``run()`` (a collective's call), ended by the watchdog if it is not done in time."""
+    import jax
+
+    print(f"calling {name}", flush=True)
+    watchdog = threading.Timer(WATCHDOG, lambda: (
+        print(f"WATCHDOG: {name} not done after {WATCHDOG:g} s", flush=True), os._exit(3)))
+    watchdog.start()
+    out = jax.block_until_ready(run())
+    watchdog.cancel()
+    print(f"{name} finished", flush=True)
+    return out
+
+
 def _order():
     import jax
 
     programs, x, _ = _programs("psum", "all_gather")
     names = ["psum", "all_gather"] if jax.process_index() == 0 else ["all_gather", "psum"]
     for name in names:
-        print(f"calling {name}", flush=True)
-        watchdog = threading.Timer(WATCHDOG, lambda name=name: (
-            print(f"WATCHDOG: {name} not done after {WATCHDOG:g} s", flush=True), os._exit(3)))
-        watchdog.start()
-        jax.block_until_ready(programs[name](x))
-        watchdog.cancel()
-        print(f"{name} finished", flush=True)
+        _watched(name, lambda name=name: programs[name](x))
 
 
-def _quiet():
+def _swapped():
+    import jax
+
+    programs, x, values = _programs("psum", "psum of 10x")
+    names = ["psum", "psum of 10x"][::-1 if jax.process_index() == 1 else 1]
+    swapped = {name: _mine(_watched(name, lambda name=name: programs[name](x)))
+               for name in names}
+    if jax.process_index() == 0:
+        print("RESULT " + json.dumps({"values": values.tolist(), "swapped": swapped}),
+              flush=True)
+
+
+def _straggler():
     import jax
 
     from jaxcoll.tools.distributed import gather
 
-    programs, x, values = _programs("psum", "psum of 10x", "ring_allreduce")
-    me = jax.process_index()
-    names = ["psum", "psum of 10x"][::-1 if me == 1 else 1]
-    swapped = {name: _mine(programs[name](x)) for name in names}
-
+    programs, x, _ = _programs("ring_allreduce")
     allreduce = programs["ring_allreduce"]
     jax.block_until_ready(allreduce(x))  # every process here: they leave it about together
-    if me == STRAGGLER:
+    if jax.process_index() == STRAGGLER:
         time.sleep(SLEEP)
     entered = time.time()  # the host's clock, the same in every process of this machine
     jax.block_until_ready(allreduce(x))
     left = time.time()
     entered, left = gather([entered, left]).T.tolist()  # (processes,) each
-    if me == 0:
-        print("RESULT " + json.dumps({"values": values.tolist(), "swapped": swapped,
-                                      "entered": entered, "left": left, "sleep": SLEEP,
+    if jax.process_index() == 0:
+        print("RESULT " + json.dumps({"entered": entered, "left": left, "sleep": SLEEP,
                                       "straggler": STRAGGLER}), flush=True)
 
 
@@ -166,4 +182,4 @@ if __name__ == "__main__":
         import jaxcoll.tools.distributed
 
         jaxcoll.tools.distributed.initialize()  # before any other JAX work
-        {"order": _order, "quiet": _quiet}[mode]()
+        {"order": _order, "swapped": _swapped, "straggler": _straggler}[mode]()
