@@ -10,6 +10,8 @@ A transfer from ``src`` to ``dst`` follows a route, a list of links. In a round 
 so links shared by several transfers of a round split their bandwidth, and transfers on
 disjoint links run at the same time (full duplex = two links, one each way). A round lasts as
 long as its slowest transfer; rounds run one after another, as the schedule's lock-step does.
+``runtime="pipelined"`` prices it as NCCL's and MSCCL's runtimes run it instead: in slices,
+each transfer starting when its inputs and links are ready (:mod:`jaxcoll.analysis.pipelined`).
 
 ``concurrent=False`` prices a round as jaxcoll's executor runs it: one ``ppermute`` per matching
 (:func:`~jaxcoll.ir.schedules.split_round`), one after another. On a :func:`switch` no transfer of
@@ -30,6 +32,7 @@ from typing import Callable
 
 import numpy as np
 
+from jaxcoll.analysis import pipelined
 from jaxcoll.ir.records import RECORDS
 from jaxcoll.ir.schedules import Schedule, split_round
 
@@ -117,11 +120,16 @@ class Simulation:
     time, busiest link and links' bytes. What :func:`simulate` returns; ``str()`` says the
     total and the slowest round.
 
+    Under ``runtime="pipelined"`` rounds overlap: ``seconds`` is the makespan (the last
+    arrival), ``round_seconds`` how much later each round's last arrival (over all slices and
+    channels) makes the end than the rounds before it did (0 where it ends before them; they
+    still sum to ``seconds``), and the busiest link and loads are over the whole run.
+
     Attributes:
       seconds: the predicted time: the sum of ``round_seconds`` (rounds run one after
-        another).
+        another; pipelined: the makespan).
       round_seconds: (rounds,) each round's time: its slowest transfer's (rounds with no
-        transfer left out).
+        transfer left out; pipelined: above).
       busiest_link: (rounds,) the link busy longest that round (bytes·β + overhead),
         an index into the topology's ``link_names``.
       loads: (rounds,) the pattern of each round's link loads, and the patterns: (links,
@@ -217,7 +225,8 @@ def _spread(shapes, symmetry) -> tuple[np.ndarray, ...]:
 
 
 def simulate(schedule: Schedule, nbytes: float, topology: Topology, *,
-             concurrent: bool = True, channels: int = 1, gamma: float | None = None) -> Simulation:
+             concurrent: bool = True, channels: int = 1, gamma: float | None = None,
+             runtime: str = "lockstep", slices: int | None = None) -> Simulation:
     """Predicted time of ``schedule`` on ``topology``, with contention on shared links.
 
     For a buffer of ``nbytes`` per rank (as :func:`jaxcoll.cost` counts it), round by round.
@@ -244,15 +253,26 @@ def simulate(schedule: Schedule, nbytes: float, topology: Topology, *,
         collective over rings.
       gamma: seconds per byte reduced, instead of the topology's; None: the
         topology's ``gamma``.
+      runtime: ``"lockstep"`` (jaxcoll's XLA executor: a round starts when the one before
+        has ended everywhere, each paying its α) or ``"pipelined"`` (NCCL's and MSCCL's:
+        the buffer in ``slices`` slices, each transfer of each slice crossing each of its
+        links once its inputs have reached its sender and that link is free, α paid as
+        latency; the exact rules: :mod:`jaxcoll.analysis.pipelined`). Pipelined writes
+        symmetric rounds out and prices at most 2**20 transfers and 2**21 transfers x
+        slices x channels.
+      slices: ``runtime="pipelined"`` only: the equal slices each channel's buffer is cut
+        into; None: one per 512 KiB of a channel's chunk (NCCL's Simple step: its 4 MiB
+        buffer over NCCL_STEPS = 8), 1 to 64.
 
     Returns:
       A :class:`Simulation` — the total seconds, and per round its time, its busiest link
       and the links' bytes.
 
     Raises:
-      ValueError: the schedule's ranks are not the topology's; ``channels`` < 1; or
+      ValueError: the schedule's ranks are not the topology's; ``channels`` < 1;
         ``channels`` > 1 for a rooted collective (each channel's ranks are rotated, which
-        would move its root).
+        would move its root); an unknown ``runtime``; ``slices`` not an int >= 1, or given
+        lock-step; ``concurrent=False`` pipelined; or past the pipelined engine's limits.
 
     Examples:
       >>> import jaxcoll
@@ -278,9 +298,23 @@ def simulate(schedule: Schedule, nbytes: float, topology: Topology, *,
     if channels > 1 and schedule.collective and RECORDS[schedule.collective].rooted:
         raise ValueError(f"simulate: channels={channels} moves a {schedule.collective}'s root "
                          "(each channel's ranks are rotated): channels are for unrooted ones")
+    if runtime not in pipelined.RUNTIMES:
+        raise ValueError(f"simulate: runtime={runtime!r}, must be one of {pipelined.RUNTIMES}")
+    if runtime == "lockstep" and slices is not None:
+        raise ValueError(f"simulate: slices={slices!r} is for runtime='pipelined' (lock-step "
+                         "runs the whole buffer in every round)")
+    if runtime == "pipelined" and not concurrent:
+        raise ValueError("simulate: concurrent=False is the lock-step executor's order (one "
+                         "ppermute per matching); runtime='pipelined' needs concurrent=True")
     gamma = topology.gamma if gamma is None else gamma
     chunk = chunk_bytes(schedule, nbytes) / channels
     placements = [topology.channel_ranks(c) for c in range(channels)]
+    if runtime == "pipelined":
+        slices = pipelined.default_slices(chunk) if slices is None else slices
+        pipelined.check_slices(slices)
+        seconds, _, times, busiest, loads = pipelined.run(schedule, chunk, topology, placements,
+                                                          int(slices), gamma)
+        return Simulation(seconds, times, busiest, (np.arange(len(loads)), loads), topology)
     seen: dict = {}  # a phase's pattern -> its (time, busiest link, pattern index)
     times, busiest, pattern_of, patterns = [], [], [], []
     for pattern, arrays in _phases(schedule, concurrent):
