@@ -13,24 +13,18 @@
 # "如果数据量小，Ring 的启动开销反而大。这时候用 Tree AllReduce 更合适" ("if the data is small, the
 # ring's start-up cost is what hurts; then a tree is the better fit"), and one warning,
 # "Ring 算法对网络带宽要求高" ("the ring needs a lot of network bandwidth"). The rule is half
-# right and the warning backwards. This notebook chooses algorithms with notebook 04's lower
+# right and the warning misleading. This notebook chooses algorithms with notebook 04's lower
 # bounds, on fake CPU devices, then on models of real machines checked against measurements.
 #
 # **What you will learn**
 #
-# - every algorithm trades the **rounds** bound (α, start-ups) against the **bytes** bound (β);
-#   the crossover sits near α/β;
-# - the same trade-off for Broadcast: trees small, scatter + allgather and the pipelined chain
-#   large;
-# - what in-network reduction (NVLS, SHARP) does to the bytes bound;
-# - what `algorithm="auto"` picks and why (`jaxcoll.explain`), what its per-algorithm factors
-#   describe, what 8 fake CPU devices can and cannot tell you;
-# - pricing on **links** (`jaxcoll.simulate`, `jaxcoll.analysis.systems`) with NCCL's own
-#   parameters, and which published measurement tests it (one of three); why one NCCL kernel beats
-#   a chain of `ppermute`s; the double tree; which allreduce for 1024 GPUs in 128 nodes.
+# - every algorithm trades the **rounds** bound (α) against the **bytes** bound (β), for
+#   AllReduce and Broadcast; the crossover sits near α/β; in-network reduction (NVLS, SHARP);
+# - what `algorithm="auto"` picks and why, and what fake CPU devices cannot tell you;
+# - pricing on **links** (`jaxcoll.simulate`) with NCCL's parameters, and which published
+#   measurement tests it; the double tree; 1024 GPUs in 128 nodes.
 #
-# **Prerequisites:** notebook 02, section 9 (recursive doubling, halving-doubling, Bruck,
-# hierarchical); notebook 03 (the broadcast trees); notebook 04, section 5 (the bounds).
+# **Prerequisites:** notebooks 02 (section 9), 03 and 04 (section 5).
 # **Notation:** n ranks, N bytes per rank; GB/s = 10⁹ bytes per second.
 
 # %%
@@ -40,6 +34,7 @@ os.environ["JAXCOLL_CALIBRATE"] = "0"        # auto: the shipped calibrations, e
 import jax
 jax.config.update("jax_num_cpu_devices", 8)  # before any JAX work
 
+import collections
 import math
 from pathlib import Path
 
@@ -98,7 +93,28 @@ assert terms(small[0][0])[0] == bound.rounds                   # small N: the fe
 assert np.isclose(terms(large[0][0])[1], bound.path_bytes)     # large N: the fewest bytes
 
 # %% [markdown]
-# (`bytes x`: each round's largest transfer, summed, over the bound; `B sent`: all a rank sends.)
+# The terms `cost` charges (α: messages; β: the busiest link's bytes, summed over rounds; γ:
+# bytes a rank adds; lg = log2 n; the tree in one piece), checked for n = 8, 16, 32:
+#
+# | allreduce | α term | β term | γ term |
+# |---|---|---|---|
+# | ring | 2(n−1)·α | 2(n−1)/n·N·β | (n−1)/n·N·γ |
+# | bidirectional ring | 4(n−1)·α | 2(n−1)/n·N·β | (n−1)/n·N·γ |
+# | halving-doubling | 2 lg·α | 2(n−1)/n·N·β | (n−1)/n·N·γ |
+# | recursive doubling | lg·α | lg·N·β | lg·N·γ |
+# | tree | (4 lg − 4)·α | (4 lg − 4)·N·β | (2 lg − 2)·N·γ |
+
+# %%
+for r in (8, 16, 32):
+    lg, f = round(math.log2(r)), (r - 1) / r
+    table = {"ring": (2 * r - 2, 2 * f, f), "bidirectional_ring": (4 * r - 4, 2 * f, f),
+             "halving_doubling": (2 * lg, 2 * f, f), "recursive_doubling": (lg, lg, lg),
+             "tree": (4 * lg - 4, 4 * lg - 4, 2 * lg - 2)}
+    assert all(np.allclose(terms(a, r), row) for a, row in table.items()), r
+print("the table: as cost() prices the schedules for n = 8, 16, 32")
+
+# %% [markdown]
+# (`bytes x`: the β term over the bound; `B sent`: all a rank sends.)
 # At 4 KiB start-ups dominate: recursive doubling (3 rounds, the rounds bound) wins though it
 # sends 3·N. At 16 MiB bytes do: halving-doubling (1.75·N, the bytes bound) wins in 6 rounds.
 # Setting the two times equal, 3α + 3N(β + γ) = 6α + N(1.75β + 0.875γ), gives the crossover
@@ -137,10 +153,11 @@ pictures.over_sizes(SIZES, curves, bound=bounds,
 # [2005](https://doi.org/10.1177/1094342005051521)). NCCL uses trees across many nodes, where
 # the ring's 2(n−1) rounds hurt most (section 6).
 #
-# **"The ring needs a lot of bandwidth."** The opposite: when the ranks add, the ring sends the
-# *fewest* bytes an allreduce can (its bytes gap above is x1.00). It pays 2(n−1) start-ups
-# and, on real links, its slowest link: every round waits for all n transfers, so one slow hop
-# (between nodes) paces them all.
+# **"The ring needs a lot of bandwidth."** Its bandwidth term is 2(n−1)/n·N·β: every rank sends
+# and receives 2(n−1)/n·N, the fewest an allreduce can when the ranks add (gap x1.00 above), so
+# it needs no more bandwidth than any other. What the claim gets right: for large N that term
+# is almost all its time, so it runs at its links' rate, and its slowest link (one hop between
+# nodes) paces every round, as every round waits for all n transfers.
 
 # %%
 best = np.min(list(curves.values()), axis=0)
@@ -152,10 +169,32 @@ print(f"tree beats ring up to {size_label(SIZES[curves['tree'] < curves['ring']]
       f"(the bound: {bound.rounds}, {bound.path_bytes:g}·N)")
 
 # %% [markdown]
+# **Both directions.** *How to Scale Your Model* prices a **bidirectional ring**: two rings,
+# one each way, on half the buffer each; jaxcoll's, per directed link:
+
+# %%
+for name, links, each in (("ring", n, 2 * (n - 1) / n), ("bidirectional_ring", 2 * n, (n - 1) / n)):
+    s = jaxcoll.schedule("allreduce", name, n)
+    load = collections.Counter()                 # N's over each directed link (src, dst)
+    for t in (t for round_ in s.rounds for t in round_):
+        load[t.src, t.dst] += len(t.chunks) / s.n_chunks
+    sent = lesson.traffic(s, 1.0)[0]
+    assert len(load) == links and np.allclose(list(load.values()), each)
+    assert np.allclose(sent, 2 * (n - 1) / n)
+    print(f"{name:<18} {s.n_rounds} rounds, {len(load):>2} directed links with {each:.3f}·N "
+          f"each; every rank sends {sent.max():.2f}·N")
+
+# %% [markdown]
+# Each ring moves 2(n−1)/n·(N/2) = (n−1)/n·N per directed link, half the ring's, while every
+# rank sends 2(n−1)/n·N: where a rank has its own link each way to each neighbour (a torus,
+# TPU ICI) it takes (n−1)/n·N·β, half the ring's; through one switch port, the ring's
+# (section 5).
+
+# %% [markdown]
 # **The bytes bound assumes the ranks add.** Notebook 04 derived 2(n−1)/n·N from "each rank's
 # n − 1 foreign blocks must leave it, and the sums must come back". With **in-network
 # reduction** the network adds: NVLS (NVLink SHARP: an H100 node's NVSwitch sums what the GPUs
-# send it; NCCL's default there) and InfiniBand SHARP (switches between nodes). Each rank sends
+# send it) and InfiniBand SHARP (switches between nodes). Each rank sends
 # N and receives the sum: N each way, not 2(n−1)/n·N. nccl-tests reports
 # **busbw** = algbw·2(n−1)/n, with algbw = N / time: for a ring, the rate each rank's link is
 # driven at. So the ring's busbw is at most the link rate; with the switch adding, at most
@@ -171,9 +210,8 @@ print({k: f"busbw <= {v:.0f} GB/s" for k, v in limit.items()}, "\nquoted:", quot
 assert quoted["ring"] <= limit["ranks add (ring)"] < quoted["NVLS"] < limit["the switch adds (NVLS)"]
 
 # %% [markdown]
-# NVLS beats what any endpoint-only allreduce can reach, and stays below its own limit (the
-# switch has limits of its own). "2(n−1)/n·N" bounds reduction at the endpoints, which is what
-# `ppermute` programs, and `jaxcoll.bounds`, are about.
+# NVLS beats what any endpoint-only allreduce can reach, below its own limit. "2(n−1)/n·N"
+# bounds reduction at the endpoints, as `ppermute` programs and `jaxcoll.bounds` do it.
 
 # %% [markdown]
 # ## 3. Broadcast: the same trade-off, and the pipelined chain
@@ -183,9 +221,9 @@ assert quoted["ring"] <= limit["ranks add (ring)"] < quoted["NVLS"] < limit["the
 # every byte once; `jaxcoll.bounds`). Two algorithms send pieces instead:
 #
 # - **scatter + allgather** ([van de Geijn; Chan et al. 2007](https://doi.org/10.1002/cpe.1206)):
-#   the root scatters n chunks down a binomial tree (N/2 + N/4 + … = (n−1)/n·N), then a ring
-#   allgather ((n−1)/n·N more): ceil(log2 n) + n − 1 rounds and about 2(n−1)/n·N·β (1.75·N·β
-#   on 8 ranks): within 2x of the bound, never at it;
+#   the root scatters n chunks down a binomial tree ((n−1)/n·N), then a ring allgather
+#   ((n−1)/n·N more): ceil(log2 n) + n − 1 rounds and about 2(n−1)/n·N·β: within 2x of the
+#   bound, never at it;
 # - the pipelined **chain** (`algorithm="chain"`, NCCL's broadcast for large messages): a line of
 #   ranks from the root passes on each of k pieces as soon as it has it. n − 2 + k rounds of N/k
 #   bytes: (n − 2 + k)(α + N/k·β), approaching N·β as k grows. jaxcoll takes the minimising k,
@@ -258,9 +296,9 @@ pictures.over_sizes(sizes, {a: [lesson.predicted("broadcast", a, n, s, gpu) for 
 # scatter_allgather there, slower by the factor above: the chain is left out of `auto` on
 # *every* backend (`auto=False` in its registry entry, `jaxcoll/ir/families/__init__.py`) because
 # on these fake devices it ran 2.3x *slower* than scatter_allgather at 16 MiB per rank
-# (bench/RESULTS.md, section 8): its k + n − 2 rounds are copies by the same few cores in turn.
-# On GPUs, whose links run side by side, ask for `algorithm="chain"` by name. Both run
-# correctly here, from any root:
+# (bench/RESULTS.md, section 8), a timing that says nothing about links.
+# On GPUs ask for `algorithm="chain"` by name. Both run
+# here, from any root:
 
 # %%
 x = lesson.small_integers(n, 6)
@@ -308,17 +346,14 @@ print("\nfactors fitted for allreduce (α part, β-γ part):", factors)
 print(*(f"{size_label(size)}: {line}" for size, line in against_fastest.items()), sep="\n")
 
 # %% [markdown]
-# Fake devices are threads of one process sharing memory and a few CPU cores (notebook 01,
-# section 8): the numbers move between runs, "bandwidth" is memory copying, no link is slower.
-# At 4 KiB the time is start-ups; at 4 MiB the plain model is far off (its rounds also copy
-# buffers) and the order can change between runs. Nothing here is about GPUs.
+# **What these timings measure, and what they cannot show.** One process copying buffers on a
+# few CPU cores (notebook 01, section 8): nothing about links, and the order can change between
+# runs. What does not is each algorithm's rounds and bytes and the model's columns.
 #
-# **The per-algorithm factors** `auto` ranks with came from `jaxcoll.calibrate(n,
-# primitives=...)`, in another run: every algorithm timed at three sizes, each fitted a factor
-# on its α part and one on its β-γ part. They describe the executor on *this runtime*: the
-# ring's and halving-doubling's rounds also copy the parts they send and receive, costing on
-# shared memory about what a send does (β factors of 2 or more). Fitted in another run, they
-# need not fit this one: choosing otherwise than the plain model, `auto` may win or lose (above).
+# **The per-algorithm factors** `auto` ranks with were fitted by `jaxcoll.calibrate` in another
+# run (on each algorithm's α part and β-γ part; printed). Fixed numbers, so `auto`'s
+# choice is the same every run (at 4 MiB not the plain model's: asserted); whether it is the
+# fastest in *this* run is one more timing, not a check.
 #
 # **`auto` is `choose`**: at trace time it prices every algorithm and lowers the cheapest's
 # exact program:
@@ -334,17 +369,14 @@ print(f"4 MiB: auto lowers to the program of {chosen!r} (plain model: "
       f"{jaxcoll.choose('allreduce', n, 4 << 20, cpu)!r})")
 
 # %% [markdown]
-# **Why `lax.psum` wins here, at 4 KiB and at 4 MiB alike** (section 4's table), and why
-# NCCL's one kernel beats a chain of `ppermute`s on GPUs too:
+# **`lax.psum` against a chain of `ppermute`s.** What is fixed is the compiled program (below):
 #
-# 1. **On fake devices, no copies.** The 8 devices share one process's memory: `psum` is one
-#    in-memory reduction of the 8 buffers, while each `ppermute` copies bytes between ranks'
-#    buffers, at 4 MiB the ring's time. Across processes both cross one transport (notebook 10).
-# 2. **One launch.** `psum` is one operation; jaxcoll's ring is 14 `ppermute`s, each starting
-#    up on its own. NCCL runs the whole allreduce in one kernel, a few µs per step.
-# 3. **Lock-step rounds.** A `ppermute` ends when its slowest transfer does, on every rank;
+# 1. **One operation.** `psum` compiles to one `all-reduce`; jaxcoll's ring to
+#    `collective-permute`s run 14 times, each starting up and copying between ranks' buffers on
+#    its own. NCCL runs the whole allreduce in one kernel, a few µs per step.
+# 2. **Lock-step rounds.** A `ppermute` ends when its slowest transfer does, on every rank;
 #    in NCCL's kernel each rank goes on as soon as its own data arrives.
-# 4. **No pipelining inside a round.** NCCL forwards each slice of a step as it arrives; with
+# 3. **No pipelining inside a round.** NCCL forwards each slice of a step as it arrives; with
 #    `ppermute`s, pipelining means more rounds, each paying α again.
 
 # %%
@@ -354,16 +386,15 @@ ring_ops = lesson.collectives_in(programs["ring"], x)
 assert psum_ops == {"all-reduce": 1} and set(ring_ops) == {"collective-permute"}
 small_times = measured[4 << 10]
 print(f"compiled: psum {dict(psum_ops)}; ring {dict(ring_ops)} (in loops, run {2 * (n - 1)} "
-      f"times); measured at 4 KiB: ring / psum = {small_times['ring'] / small_times['xla']:.1f}")
+      f"times); this run at 4 KiB: ring / psum = {small_times['ring'] / small_times['xla']:.1f}")
 
 # %% [markdown]
 # ## 5. On links: a DGX H100, and what checks the model
 #
 # `jaxcoll.analysis.systems.dgx` builds nodes of 8 GPUs on an NVSwitch, NICs between nodes,
 # with link parameters from NCCL's topology model (the module cites each). Its NVLink α, 3.4 µs,
-# is NCCL's step inside one kernel; `gpu.json` assumes 15 µs per `ppermute` launched on its own
-# (point 2 above). `jaxcoll.simulate` prices a schedule on them, a round's transfers at once,
-# links shared in a round splitting their bandwidth. The H100 numbers used from here on, and
+# is NCCL's step inside one kernel; `gpu.json` assumes 15 µs per `ppermute` (point 1 above).
+# `jaxcoll.simulate` prices a schedule on them, links shared in a round splitting their bandwidth. The H100 numbers used from here on, and
 # the simulated ring's busbw (section 2) against three published measurements:
 
 # %%
@@ -379,14 +410,12 @@ for published, predicted, error in systems.validation():
 print("\nsources:", *(f"  {p.source}" for p, _, _ in systems.validation()), sep="\n")
 
 # %% [markdown]
-# **Which rows test the simulator?** On one node a large ring takes 2(n−1)/n·N·β plus
-# start-ups, so its predicted busbw is the link rate 1/β put in (checked above): NCCL's
-# effective-bandwidth constants, 18 x 20.6 = 370.8 GB/s for H100, 12 x 20 = 240 for A100. The
-# H100 row sets that constant against NCCL's developer quoting the same number: a fit, not a
-# test. The A100 row checks the constant against what users measure (+4%), not the simulator.
-# Only the **3-node row** is a validation: 24 ranks, 8 rings (channels) crossing NICs whose
-# parameters (25 GB/s line rate, an assumed α of 10 µs) were not fitted to it, predicting
-# 85 GB/s against the 96 measured (−12%).
+# **Which rows test the simulator?** On one node a large ring's predicted busbw is the link
+# rate 1/β put in (checked above): NCCL's effective-bandwidth constants, 18 x 20.6 = 370.8 GB/s
+# for H100, 12 x 20 = 240 for A100. So the H100 row is a fit (NCCL's developer quotes the same
+# number) and the A100 row checks the constant (+4%). Only the **3-node row** is a validation:
+# 24 ranks, 8 channels crossing NICs whose parameters (25 GB/s, an assumed α of 10 µs) were not
+# fitted to it: 85 GB/s predicted, 96 measured (−12%).
 #
 # Every algorithm on these links (`topology=`; pipelined ones in the model's best number of
 # pieces):
@@ -404,10 +433,9 @@ assert np.isclose(costs["bidirectional_ring"].seconds, costs["ring"].seconds)  #
 # MiB: α/β is larger here (3.4 µs at 370 GB/s).
 #
 # **The double tree.** NCCL presents its double binary tree as full bandwidth at a latency
-# that grows with log n ([NCCL 2.4][nccl24]), yet the CPU model of section 1 ranks it near the
-# bottom (2.25x the fastest at 16 MiB, in one piece). On links, pipelined into k pieces, it
-# approaches **2N·β** (each rank hears two children through one port; the ring: 1.75·N·β at
-# n = 8), and only at large sizes, as every piece adds rounds:
+# that grows with log n ([NCCL 2.4][nccl24]), yet section 1's CPU model ranks it 2.25x the
+# fastest at 16 MiB (one piece). On links, pipelined, it approaches **2N·β** (each rank hears
+# two children through one port; the ring: 1.75·N·β), and only at large sizes:
 #
 # [nccl24]: https://developer.nvidia.com/blog/massively-scale-deep-learning-training-nccl-2-4/
 
@@ -438,12 +466,11 @@ pictures.over_sizes(SIZES, curves, bound=[jaxcoll.bounds("allreduce", n, s, topo
 # ## 6. 1024 GPUs in 128 nodes of 8: which allreduce?
 #
 # On paper, with the same H100 numbers: 128 DGX nodes, 8 NICs each at 50 GB/s, a
-# non-blocking fabric. Building the 1024-rank ring schedule (2 million transfers) takes tens
-# of seconds, so the ring is priced by formula: each of its 2(n−1) rounds has a transfer
+# non-blocking fabric. The 1024-rank ring (2 million transfers) is priced by formula: each of its 2(n−1) rounds has a transfer
 # crossing a NIC, taking α_NIC + N/n·β_NIC. NCCL runs several rings at once, **channels**,
 # each on N/c of the data and leaving a node by another NIC: a round takes α_NIC +
 # N/(n·c)·β_NIC. Both checked against `simulate` on 4 nodes. jaxcoll's double tree (NCCL's
-# choice across many nodes) is priced too, in the pieces the model finds best.
+# choice across many nodes) too, in its best pieces.
 
 # %%
 big = systems.dgx("h100", 128)
@@ -488,29 +515,20 @@ print(f"\nthe ring's 2046 start-ups alone: {ring_seconds(1024, 0) * 1e3:.1f} ms"
 # Small messages: **recursive doubling**, 10 rounds, the rounds bound. Large: **hierarchical**:
 # a reduce-scatter ring inside each node, each GPU's 1/8 allreduced across the nodes through
 # its own NIC, an allgather inside the node; each NIC carries 2·127/128·N/8. Halving-doubling
-# sends eight times that through each NIC: it halves with the farthest partner first, so its
-# largest transfers (N/2, N/4, ...) cross nodes. The flat ring pays 2046 NIC start-ups, 20 ms
-# before any byte; eight channels cut its bytes' time by 8, not its start-ups. The double
-# tree, whose rounds grow with log n, beats every ring at 64 KiB and the one-channel ring at
-# 256 MiB; halving-doubling beats it at both sizes. jaxcoll's double tree spans all
-# 1024 ranks as if flat; NCCL's runs across the nodes only, a chain inside each node, and adds
-# NVLS and SHARP where the hardware has them: these numbers rank schedules on one model of
-# links, not NCCL's choices.
+# sends eight times that through each NIC (its largest transfers cross nodes). The flat ring
+# pays 2046 NIC start-ups, 20 ms before any byte; eight channels cut its bytes' time by 8, not
+# its start-ups. The double tree beats every ring at 64 KiB and the one-channel ring at
+# 256 MiB. jaxcoll's double tree spans all 1024 ranks as if flat; NCCL's runs a chain inside
+# each node and adds NVLS and SHARP: these numbers rank schedules on one model of links, not
+# NCCL's choices.
 
 # %% [markdown]
 # ## Summary
 #
-# - Small messages want the fewest rounds (recursive doubling), large ones the fewest bytes
-#   (halving-doubling, or the ring); the crossover is a multiple of α/β.
-# - The ring: the bandwidth optimum, 2(n−1) start-ups, its slowest link's pace; a tree is
-#   never the best allreduce on 8 ranks.
-# - The bytes bound holds when the ranks add; with the switch adding (NVLS, SHARP) each rank
-#   sends and receives N. Broadcast: binomial tree small, pipelined chain large.
-# - `cpu.json`'s per-algorithm factors describe jaxcoll's executor on fake CPU devices. On
-#   links, `simulate`/`topology=` predict 12% low the one measurement they were not fitted to.
-# - One NCCL kernel beats a chain of `ppermute`s: one launch, no lock-step, pipelining inside.
-# - 1024 GPUs in 128 nodes: recursive doubling small, hierarchical large; the flat ring:
-#   2046 start-ups.
+# - Small messages want the fewest rounds, large ones the fewest bytes; the crossover is a
+#   multiple of α/β. The ring: 2(n−1)/n·N·β, the bytes optimum, in 2(n−1) start-ups.
+# - Broadcast: binomial tree small, pipelined chain large.
+# - 1024 GPUs: recursive doubling small, hierarchical large.
 
 # %% [markdown]
 # ## Try it

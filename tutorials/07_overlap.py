@@ -376,12 +376,11 @@ assert "collective-permute-start" not in body and "collective-permute(" in body
 print("async collective-permute (start/done) on this backend:", "collective-permute-start" in body)
 
 # %% [markdown]
-# Whatever the numbers say on your machine, they are not overlap. On XLA's CPU backend a
-# `collective-permute` is synchronous (no start/done pair, as printed above): each loop step
-# runs its dot, then its transfer. And the 8 "devices" share this machine's cores and memory,
-# so a transfer is a memory copy competing with the dot. Where the ring wins on CPU (not in
-# every run), it wins by not writing and re-reading the gathered `x` (bench/RESULTS.md, section
-# 6).
+# These timings measure dots and memory copies on this machine's shared cores: they cannot
+# show overlap, nor which version is faster on GPUs, and their order can change between runs.
+# What is fixed is the compiled program: on XLA's CPU backend a `collective-permute` is
+# synchronous (no start/done pair, asserted above), so each loop step runs its dot, then its
+# transfer, and nothing overlaps here.
 #
 # On GPUs the transfer is a DMA over NVLink, beside the SMs doing the dot. XLA's
 # latency-hiding scheduler (`--xla_gpu_enable_latency_hiding_scheduler=true`, set in NVIDIA's

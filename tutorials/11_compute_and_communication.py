@@ -254,8 +254,8 @@ print("formulas == bisection; tokens and capacity do not move TP's, SP's and MoE
 # a hidden width of 13,000 per device, more than almost any model has. A ring over 8 whole
 # DGX nodes does better with NCCL's 8 channels (section 1): each NIC carries 1/8, so W is
 # ~7 times the NIC's and DP needs ~1,800 tokens (below), near NVLink's. What still keeps TP
-# inside a node is that its collectives wait on every layer (section 5) and pay α per ring
-# step: 126 steps across 64 GPUs, 14 inside a node.
+# inside a node is that its forward AllReduce waits on every layer (section 5) and pays α per
+# ring step: 126 steps across 64 GPUs, 14 inside a node.
 
 # %%
 W_channels = bytes_sent("allreduce", "ring", gradients, 64) / eight_channels
@@ -298,13 +298,15 @@ plt.show()
 # |---|---|---|---|---|---|
 # | DP | AllReduce dW | 2(n−1)/n · 2P | 6PB | B\* = (2/3)(n−1)/n · R | the backward (2/3 of T_comp, buckets as in 06), from 1.5·B\* |
 # | FSDP | AllGather W x 2, ReduceScatter dW | 3(n−1)/n · 2P | 6PB | B\* = (n−1)/n · R | neighbouring layers (prefetch), from B\* |
-# | TP | AllReduce Y, AllReduce dX | 4(n−1)/n · 2TD | 12TD(F/n) | (2/3)(n−1)/n · R | nothing: the next op needs the sum |
+# | TP | AllReduce Y, AllReduce dX | 4(n−1)/n · 2TD | 12TD(F/n) | (2/3)(n−1)/n · R | forward Y's: nothing (the next op needs the sum); backward dX's: the dW₁ matmul (no data dependency), from F/n = 3·(F/n)\* |
 # | SP | AllGather x 2, ReduceScatter x 2 | 4(n−1)/n · 2TD | 12TD(F/n) | (2/3)(n−1)/n · R | its matmuls (07's collective matmul), from F/n = R |
 # | MoE | AllToAll x 4 | 4(n−1)/n · 2·cap·TD | 12·cap·TD·F_e | (2/3)(n−1)/n · R | chunks pipelined through the expert |
 #
-# For SP, one ring step of 07 passes T/n rows (t = 2·(T/n)·D / W) while multiplying the rows it
-# has by its weights (c = 2·(T/n)·D·(F/n) / peak): c >= t when F/n >= R, whatever T is. The
-# hiding points, from 07's rule on the clocks:
+# In TP's backward, dX = dH·W₁ᵀ is summed while dW₁ = Xᵀ·dH, which needs only the local
+# dH, is computed (Megatron-LM overlaps them): one AllReduce, half of T_comm, beside 2TD(F/n)
+# FLOPs, a sixth of T_comp. For SP, one ring step of 07 passes T/n rows (t = 2·(T/n)·D / W)
+# while multiplying the rows it has by its weights (c = 2·(T/n)·D·(F/n) / peak): c >= t when
+# F/n >= R, whatever T is. The hiding points, from 07's rule on the clocks:
 
 # %%
 n = 8
@@ -323,6 +325,11 @@ def fsdp_layer_hides(batch, layer_params=1e8):
             and step_seconds(2 * forward, gather + scatter, True) == 2 * forward)
 
 
+def dx_allreduce_hides(width):                 # TP's backward: dX's AllReduce beside dW1's matmul
+    compute, transfer = clocks(tensor_parallel, width, n)
+    return step_seconds(compute / 6, transfer / 2, True) == compute / 6
+
+
 def collective_matmul_hides(width):            # SP: one ring step of 07
     block_rows = TOKENS // n
     c = 2 * block_rows * WIDTH * width / PEAK_FLOPS["h100"]
@@ -332,11 +339,13 @@ def collective_matmul_hides(width):            # SP: one ring step of 07
 
 for hides, x_hide, what in [(backward_hides_allreduce, 1.5 * CRITICAL["DP"](n, R), "DP: B"),
                             (fsdp_layer_hides, CRITICAL["FSDP"](n, R), "FSDP: B"),
+                            (dx_allreduce_hides, 3 * CRITICAL["TP"](n, R), "TP's dX, F/n"),
                             (collective_matmul_hides, R, "SP: F/n")]:
     assert hides(1.001 * x_hide) and not hides(0.999 * x_hide)
     print(f"{what} >= {x_hide:.0f} hides")
 compute, transfer = clocks(tensor_parallel, 2 * h100["TP"], n)
-print(f"TP at twice its (F/n)*: {compute * 1e3:.2f} + {transfer * 1e3:.2f} ms, never hidden")
+print(f"TP at twice its (F/n)*: {compute * 1e3:.2f} + {transfer * 1e3:.2f} ms; the forward's "
+      f"AllReduce, {transfer / 2 * 1e3:.2f} ms, never hidden")
 
 # %% [markdown]
 # DP's AllReduce hides behind the backward from the same batch as FSDP's collectives:
@@ -466,9 +475,9 @@ print(f"collective-permutes: {written} written, {run} run; sizes {sizes} bytes")
 #    split over an axis is DP; weights split over it too is FSDP (an AllGather; `jax.grad`
 #    writes the ReduceScatter); hidden width split over an axis is TP (one AllReduce, or
 #    with SP an AllGather and a ReduceScatter).
-# 2. **Put the chattiest axis on the fastest links.** TP sends activations every layer and
-#    cannot hide them without collective matmuls: inside the node. FSDP and DP send weights
-#    and gradients, in the background: across nodes.
+# 2. **Put the chattiest axis on the fastest links.** TP sends activations every layer and,
+#    without collective matmuls, hides only the backward's dX (beside dW): inside the node.
+#    FSDP and DP send weights and gradients, in the background: across nodes.
 # 3. **Check the critical numbers** with each axis's R: hidden width per device F/n >=
 #    (2/3)(n−1)/n·R for TP (>= R for SP's collective matmuls to hide); tokens per DP replica
 #    >= (n−1)/n·R for FSDP and for DP's AllReduce to hide behind the backward.

@@ -416,11 +416,10 @@ assert "TRACED" in ran.stdout and "RAN" not in ran.stdout      # traced, never r
 assert ran.returncode != 0                                      # the runtime ended it
 
 # %% [markdown]
-# On jax 0.10.2 and 0.12 alike it ended with SIGABRT (return code -6) after "Termination
-# timeout ... Expected 4 threads to join the rendezvous, but only 1 of them arrived": rank 0,
-# the only one that reached the `ppermute` (the message is the runtime's, not asserted).
+# It ended with SIGABRT (return code -6 above) after "Termination timeout ... only 1 of them
+# arrived": rank 0, the only one that reached the `ppermute`.
 #
-# **Across processes** each runs its own programs, like NCCL's ranks, and nothing checks
+# **Across processes** each runs its own programs, like NCCL's ranks; nothing checks
 # their order. Process 0 calls `psum` then `all_gather`, process 1 the other order
 # (`_pipeline_demo.py order`), each call under a 3 s watchdog:
 
@@ -432,44 +431,36 @@ assert hung.returncode != 0 and "finished" not in hung.stdout    # neither call 
 assert hung.stdout.count("WATCHDOG") >= 1
 
 # %% [markdown]
-# Each waits in its first collective for a partner that is in another; without the watchdog,
-# until the launcher's `--timeout` (exit 124). Two collectives of one shape and kind are where
-# runtimes differ: below process 1 runs `psum(10 x)` first (`_pipeline_demo.py swapped`, 3
-# processes, rank r holding 4r, ..., 4r + 3, each call under the same watchdog). jaxlib 0.10's
-# CPU collectives pair first calls with first calls: no error, no hang, a wrong sum. jaxlib
-# 0.12.1's tell the two programs apart and wait, as in `order`. The cell checks exactly what
-# happened, whichever it was:
+# Each waits in its first collective for a partner in another; without the watchdog, until
+# the launcher's `--timeout` (exit 124). Same-shaped psums in swapped order
+# (`_pipeline_demo.py swapped`, 3 processes, rank r holding 4r, ..., 4r + 3) depend on the
+# runtime: jaxlib 0.10 pairs first calls with first calls (a wrong sum, no error), 0.12.1
+# waits as in `order`. The cell checks either:
 
 # %%
 swapped = demo.launch(3, "swapped")
 if swapped.returncode == 0:      # paired by order: process 0's psum got process 1's 10 x
     found = demo.result(swapped.stdout)
-    values = np.array(found["values"])
-    meant, got = values.sum(axis=0), np.array(found["swapped"]["psum"])
-    print(f"paired by order; process 0's psum: {got.tolist()}, meant {meant.tolist()}")
-    np.testing.assert_array_equal(got, values[0] + 10 * values[1] + values[2])  # no error, wrong
-else:                            # told apart: each waits in its first call, as in `order`
-    print(*[line for line in swapped.stdout.splitlines() if "WATCHDOG" in line], sep="\n")
+    values, got = np.array(found["values"]), np.array(found["swapped"]["psum"])
+    print(f"paired: process 0's psum {got.tolist()}, meant {values.sum(axis=0).tolist()}")
+    np.testing.assert_array_equal(got, values[0] + 10 * values[1] + values[2])
+else:                            # told apart: each waits, as in `order`
     assert "WATCHDOG: psum not done" in swapped.stdout and "RESULT" not in swapped.stdout
+    print("hung: the watchdog ended it")
 
 # %% [markdown]
-# Where calls are paired by order there is no error and no hang: process 0's `psum` got
-# process 1's `10 x`. NCCL pairs a communicator's calls by their order too, so on GPUs this is
-# the silent case. A hang
-# shows as GPUs busy doing nothing (NCCL's kernels spin while they wait). `NCCL_DEBUG=INFO`
-# prints what NCCL set up (rings, trees, channels, transports) and its errors; with
-# `NCCL_DEBUG_SUBSYS=COLL`, a line per collective call, whose sequences can be compared across
-# ranks. NCCL waits forever; PyTorch's `ProcessGroupNCCL` runs a watchdog that aborts
-# collectives older than the group's `timeout`. Our `order` watchdog is the same idea: a
-# timeout turns a hang into an error naming the collective. Only comparing the sequences
-# catches the silent case.
+# Paired by order, nothing fails: process 0's `psum` got process 1's `10 x`. NCCL pairs a
+# communicator's calls by order too: on GPUs this is the silent case. A hang shows as GPUs busy
+# doing nothing (NCCL's kernels spin). `NCCL_DEBUG=INFO` prints what NCCL set up and its errors;
+# `NCCL_DEBUG_SUBSYS=COLL` a line per call, whose sequences can be compared across ranks.
+# PyTorch's `ProcessGroupNCCL` aborts collectives older than the group's `timeout`, as our
+# watchdog does. Only comparing the sequences catches the silent case.
 #
 # ### 4b. A straggler
 #
-# Another run (`_pipeline_demo.py straggler`) synchronised its 3 processes with one
-# `ring_allreduce`, let process 1 sleep 1 s (a slow data loader, a throttled GPU), and noted on
-# the host's clock when each entered its next `ring_allreduce` and when it left
-# (`block_until_ready`):
+# `_pipeline_demo.py straggler` synchronises 3 processes with one `ring_allreduce`, lets
+# process 1 sleep 1 s (a slow data loader, a throttled GPU), and notes on the host's clock when
+# each entered its next `ring_allreduce` and left it (`block_until_ready`):
 
 # %%
 straggler = demo.launch(3, "straggler")
