@@ -338,7 +338,11 @@ assert "collective-permute-start" not in entry      # and each transfer synchron
 # one bucket of gradients, on real GPUs. The backward computes layer l in time b; a bucket's
 # allreduce takes a; allreduces run one at a time, each starting when its bucket is ready and
 # the previous allreduce is done. DDP's order (the last layer's bucket first) against a
-# single allreduce after the whole backward:
+# single allreduce after the whole backward, with a priced two ways (`simulate`'s `runtime`):
+# *lock-step*, as jaxcoll's XLA executor runs a ring (a round starts when the one before has
+# ended everywhere, each paying its α), in one channel; and *pipelined* in NCCL's 8 channels
+# (each a ring leaving a node by its own NIC, the buffer in 512 KiB slices, each forwarded as
+# soon as it has arrived), as NCCL runs it:
 
 # %%
 def ddp_finish(backward, allreduce):
@@ -354,38 +358,43 @@ LAYERS, LAYER_PARAMS, TOKENS = 24, 6 << 20, 4096      # per GPU: 6M parameters a
 grad_bytes = 4 * LAYER_PARAMS                           # float32: one 24 MiB bucket a layer
 H100_FLOPS = 0.4 * 989e12                               # H100 SXM dense bf16 peak, 40% of it
 b = 4 * LAYER_PARAMS * TOKENS / H100_FLOPS              # backward ~ 2x forward's 2·params·tokens
-tails = {}
+RUNTIMES = {"lock-step, 1 channel": dict(runtime="lockstep", channels=1),
+            "pipelined, 8 channels": dict(runtime="pipelined", channels=8)}
+steps = {}
 for nodes in (1, 2):
     links = systems.dgx("h100", nodes)
     ring_nodes = jaxcoll.schedule("allreduce", "ring", 8 * nodes)
-    a, a_all = (jaxcoll.simulate(ring_nodes, nbytes, links).seconds
-                for nbytes in (grad_bytes, LAYERS * grad_bytes))
-    after, ddp = LAYERS * b + a_all, ddp_finish([b] * LAYERS, [a] * LAYERS)
-    assert np.isclose(ddp, b + LAYERS * a if a >= b else LAYERS * b + a)  # one side exposed
-    tails[nodes] = (a, after, ddp)
-    print(f"{links.name}: a layer's backward b = {b * 1e3:.2f} ms, a bucket's allreduce a = "
-          f"{a * 1e3:.2f} ms; step: backward then one allreduce {after * 1e3:5.2f} ms, DDP "
-          f"buckets {ddp * 1e3:5.2f} ms ({ddp / after - 1:+.0%})")
-    print(f"{'':38} start-ups of {LAYERS} buckets instead of one: "
-          f"{(LAYERS * a - a_all) * 1e3:.2f} ms")
-a1, after1, ddp1 = tails[1]
-a2, after2, ddp2 = tails[2]
-assert a1 < b < a2                            # compute-bound in one node, not across two
-assert 0.65 < ddp1 / after1 < 0.75            # one node: the overlap pays, ~30%
-assert LAYERS * b + LAYERS * a1 > after1      # tree order: all after the backward
-extra, hidden = LAYERS * a2 - (after2 - LAYERS * b), (LAYERS - 1) * b
-assert np.isclose(ddp2 - after2, extra - hidden) and ddp2 > after2  # two: start-ups > hidden
+    for runtime, how in RUNTIMES.items():
+        a, a_all = (jaxcoll.simulate(ring_nodes, nbytes, links, **how).seconds
+                    for nbytes in (grad_bytes, LAYERS * grad_bytes))
+        after, ddp = LAYERS * b + a_all, ddp_finish([b] * LAYERS, [a] * LAYERS)
+        assert np.isclose(ddp, b + LAYERS * a if a >= b else LAYERS * b + a)  # one side exposed
+        steps[nodes, runtime] = (a, a_all, after, ddp)
+        print(f"{nodes} node(s), {runtime:<21}: b = {b * 1e3:.2f} ms, a = {a * 1e3:.2f} ms; "
+              f"backward then one allreduce {after * 1e3:5.2f} ms, DDP buckets "
+              f"{ddp * 1e3:5.2f} ms ({ddp / after - 1:+.0%})")
+for runtime in RUNTIMES:
+    a1, _, after1, ddp1 = steps[1, runtime]
+    assert a1 < b and 0.65 < ddp1 / after1 < 0.75   # one node: each hides, ~30% shorter
+a2, a_all2, after2, ddp2 = steps[2, "lock-step, 1 channel"]
+extra, hidden = LAYERS * a2 - a_all2, (LAYERS - 1) * b
+assert a2 > b and np.isclose(ddp2 - after2, extra - hidden) and ddp2 > after2  # loses
+a8, _, after8, ddp8 = steps[2, "pipelined, 8 channels"]
+assert a8 < 1.1 * b and ddp8 < 0.8 * after8      # NCCL's way across two nodes: it pays
+print(f"lock-step, 2 nodes: {LAYERS} buckets' allreduces cost {extra * 1e3:.2f} ms more than "
+      f"one, against {hidden * 1e3:.2f} ms of backward they hide")
 
 # %% [markdown]
-# In one node a bucket's allreduce (a) is shorter than a layer's backward (b): each hides
-# behind the next layer's compute, only the last bucket's is exposed (L·b + a), and the step
-# is about 30% shorter than backward-then-allreduce. Across two nodes the 50 GB/s NICs make
-# a > b: the allreduces set the pace, only the first layer's backward is exposed (b + L·a), and
-# DDP's buckets come out *slower*, because 24 ring allreduces of 16 ranks pay 24 times the
-# start-ups of one (30 rounds each, α of 10 µs per NIC hop), and that costs more than the 23
-# layers of backward they hide (the last assert). Overlap pays only while the compute it hides
-# exceeds what the extra buckets cost: that is why `bucket_cap_mb` is tuned, and why NCCL
-# crosses nodes with trees and several channels, not one ring (notebook 05).
+# In one node a bucket's allreduce (a) is shorter than a layer's backward (b) either way: each
+# hides behind the next layer's compute, only the last bucket's is exposed (L·b + a), and the
+# step is about 30% shorter than backward-then-allreduce. Across two nodes the runtimes part.
+# Lock-step in one channel, a bucket's ring of 16 ranks crosses one 50 GB/s NIC and pays 30
+# rounds of α (10 µs per NIC hop): a > b, the allreduces set the pace (b + L·a), and 24 of them
+# cost more than one by more than the 23 layers of backward they hide, so DDP's buckets lose
+# (the lock-step line). Pipelined in 8 channels, each bucket's bytes leave by 8 NICs and its
+# rounds overlap: a comes down to about b, and the overlap pays as in one node, as DDP's users
+# see. The lesson is about the runtime, not about overlap: a lock-step, one-channel ring (what
+# jaxcoll's XLA executor runs) makes small buckets expensive across nodes; NCCL's does not.
 #
 # In tree order (jaxcoll's packing, layer 0 first), buckets that run one at a time could start
 # only after the whole backward, no better than one bucket: to get DDP's order, pass the
@@ -404,8 +413,9 @@ assert np.isclose(ddp2 - after2, extra - hidden) and ddp2 > after2  # two: start
 # - DDP overlaps a bucket's allreduce with the rest of the backward (hooks, last layer's bucket
 #   first). jaxcoll's buckets only cut the number of collectives; in one `jax.jit` program XLA
 #   schedules them, and on CPU it ran them all after the backward, synchronously. In the
-#   timeline model overlap hides ~30% in one node and loses across two, where the extra
-#   buckets' start-ups cost more than the compute they hide.
+#   timeline model overlap hides ~30% in one node, and across two nodes too when the ring runs
+#   as NCCL runs it (8 channels, pipelined); lock-step in one channel, the extra buckets'
+#   start-ups cost more than the compute they hide.
 #
 # ## Try it
 #
