@@ -1,10 +1,12 @@
 """Public docstrings in JAX's style: every public function and class of ``jaxcoll``,
-``jaxcoll.lax`` and ``jaxcoll.msccl`` has a one-line summary, ``Args:`` for what it takes,
+``jaxcoll.lax`` and ``jaxcoll.msccl``, and the analysis and IR names the API reference shows
+(docs/api/analysis.md, docs/api/schedules.md), has a one-line summary, ``Args:`` for what it takes,
 ``Returns:`` for what a function gives back, and ``Raises:`` where the main functions refuse a
 user's mistake; the ``>>>`` examples in them run as doctests (on the tests' 8 fake CPU
 devices) and print what they say."""
 
 import doctest
+import importlib
 import inspect
 import re
 
@@ -18,6 +20,23 @@ from jaxcoll.ir import msccl
 MAIN = ("allreduce", "reduce_scatter", "allgather", "alltoall", "broadcast", "reduce",
         "gather", "scatter", "schedule", "verify", "cost", "simulate", "synthesize")
 
+# the names docs/api/analysis.md and docs/api/schedules.md show for these modules: the listed
+# ``:members:``, or for a bare ``:members:`` the module's public functions and classes less its
+# ``:exclude-members:``
+API_PAGES = {
+    "jaxcoll.analysis.model": ("shipped", "use_defaults", "default_calibration", "ranking",
+                               "schedule_for", "chain_pieces"),
+    "jaxcoll.analysis.topology": ("chunk_bytes", "switch", "shared", "fully_connected", "ring",
+                                  "torus", "nodes"),
+    "jaxcoll.analysis.pipelined": ("default_slices", "run"),
+    "jaxcoll.analysis.systems": ("dgx", "mi300x", "Gpu", "System", "cluster", "Published",
+                                 "validation"),
+    "jaxcoll.analysis.nccl": ("predict", "Prediction"),
+    "jaxcoll.analysis.compression": ("compress_arg", "error_bound", "sum_of_block_maxima",
+                                     "result_bound"),
+    "jaxcoll.ir.per_rank": ("rounds", "as_soon_as_held"),
+}
+
 
 def _public():
     """(qualified name, object) of every public function and class to hold to the style."""
@@ -25,8 +44,11 @@ def _public():
     found += [(f"jaxcoll.lax.{name}", getattr(jaxcoll.lax, name)) for name in jaxcoll.lax.__all__]
     found += [(f"jaxcoll.msccl.{name}", getattr(msccl, name))
               for name in ("load", "dump", "parse", "MscclError", "MscclWarning")]
+    for module, names in API_PAGES.items():
+        loaded = importlib.import_module(module)
+        found += [(f"{module}.{name}", getattr(loaded, name)) for name in names]
     return [(name, obj) for name, obj in found
-            if inspect.isfunction(obj) or inspect.isclass(obj)]
+            if inspect.isfunction(inspect.unwrap(obj)) or inspect.isclass(obj)]
 
 
 def _takes_arguments(obj) -> bool:

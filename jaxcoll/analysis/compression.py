@@ -100,7 +100,21 @@ class Compress:
 
 
 def compress_arg(fn: str, compress) -> Compress | None:
-    """``compress`` (None, a kind's name or a :class:`Compress`) checked, as a Compress."""
+    """``compress`` (None, a kind's name or a :class:`Compress`) checked, as a Compress.
+
+    Args:
+      fn: the name of the function it was passed to, for the error's message
+        ("jaxcoll.{fn}: ...").
+      compress: None, a kind's name ("bf16", "fp8", "int8") or a :class:`Compress`.
+
+    Returns:
+      None for None; a :class:`Compress` (a kind's name as ``Compress(kind)``, with the
+      default block).
+
+    Raises:
+      ValueError: ``compress`` is none of these, or a :class:`Compress` whose ``block`` is not
+        an int >= 1.
+    """
     if compress is None or isinstance(compress, Compress) and compress.kind in KINDS:
         if compress is not None and not (isinstance(compress.block, (int, np.integer))
                                          and not isinstance(compress.block, bool)
@@ -149,19 +163,38 @@ def quantizations(schedule: Schedule, settle: bool) -> int:
 
 
 def error_bound(compress: Compress, d: int, n: int, total_max):
-    """The most ``|result - exact sum|`` can be, given ΣM (``total_max``, a number or an array):
-    ((1 + u)^d - 1 + n·2^-24·(1 + u)^d)·ΣM, plus d·2^-127 for blocks so small that their
-    scale stops at 2^-126 (module docstring)."""
+    """The most ``|result - exact sum|`` can be, given ΣM (module docstring).
+
+    Args:
+      compress: the :class:`Compress` (its u: :attr:`Compress.unit`).
+      d: the most times any contribution is quantized (:func:`quantizations`).
+      n: the number of values summed (ranks).
+      total_max: ΣM, the sum over ranks of the largest magnitude in the block: a number or an
+        array.
+
+    Returns:
+      ((1 + u)^d - 1 + n·2^-24·(1 + u)^d)·ΣM, plus d·2^-127 for blocks so small that their
+      scale stops at 2^-126 (fp8, int8): a number, or an array of ``total_max``'s shape.
+    """
     grown = (1 + compress.unit) ** d
     floor = d * 2.0 ** (MIN_EXPONENT - 1) * grown if compress.scaled else 0.0
     return (grown - 1 + n * 2.0 ** -24 * grown) * total_max + floor
 
 
 def sum_of_block_maxima(x: np.ndarray, n_chunks: int, block: int, rows: int = 1) -> np.ndarray:
-    """ΣM for every value of a collective's buffer: ``x`` (ranks, rows·width) holds each
-    rank's buffer of ``rows`` rows; the schedule cuts each row into n_chunks // rows chunks
-    (zero-padded) and each chunk into blocks of ``block``. Returns (rows·width,): for each
-    value, the sum over ranks of the largest magnitude in its block."""
+    """ΣM for every value of a collective's buffer.
+
+    Args:
+      x: (ranks, rows·width) array: each rank's buffer of ``rows`` rows.
+      n_chunks: the schedule's chunks: it cuts each row into n_chunks // rows chunks
+        (zero-padded).
+      block: values per scale: each chunk is cut into blocks of ``block``.
+      rows: the rows of each rank's buffer.
+
+    Returns:
+      A (rows·width,) array, for each value the sum over ranks of the largest magnitude in
+      its block.
+    """
     ranks, total = x.shape
     width, per_row = total // rows, n_chunks // rows
     chunk = -(-width // per_row)
@@ -176,10 +209,18 @@ def sum_of_block_maxima(x: np.ndarray, n_chunks: int, block: int, rows: int = 1)
 
 
 def result_bound(compress: Compress, schedule: Schedule, x: np.ndarray) -> np.ndarray:
-    """The error bound on every value of a compressed allreduce, reduce_scatter (tiled) or
-    allgather by ``schedule`` of ``x`` (ranks, values): each rank's input. Flat, in the
-    result's order: allreduce (values,); reduce_scatter (values,), rank r's block at
-    r·values/n; allgather (ranks·values,)."""
+    """The error bound on every value of a compressed allreduce, reduce_scatter or allgather.
+
+    Args:
+      compress: the :class:`Compress` its transfers use.
+      schedule: the :class:`~jaxcoll.ir.schedules.Schedule` it runs by: an allreduce,
+        reduce_scatter (tiled) or allgather.
+      x: (ranks, values) array: each rank's input.
+
+    Returns:
+      The bound on every value, flat, in the result's order (allreduce (values,);
+      reduce_scatter (values,), rank r's block at r·values/n; allgather (ranks·values,)).
+    """
     n, record = schedule.n_ranks, RECORDS[schedule.collective]
     # an owner's input is its row of the buffer: rank r's values are row r of one buffer
     buffers = x.reshape(1, -1) if record.source == "owner" else x

@@ -256,8 +256,15 @@ _SHIPPED = Path(__file__).parent / "calibrations"
 
 @lru_cache(maxsize=None)
 def shipped(backend: str) -> Calibration:
-    """The calibration shipped with jaxcoll for ``backend`` (cpu, gloo, gpu; cuda and rocm read
-    gpu's, any other cpu's), read once: ``auto`` asks on every trace."""
+    """The calibration shipped with jaxcoll for a backend, read once (``auto`` asks on every trace).
+
+    Args:
+      backend: ``"cpu"``, ``"gloo"`` or ``"gpu"``; ``"cuda"`` and ``"rocm"`` read gpu's, any
+        other name cpu's.
+
+    Returns:
+      The :class:`Calibration` in ``jaxcoll/analysis/calibrations/<backend>.json``.
+    """
     path = _SHIPPED / f"{backend}.json"
     if not path.exists():
         path = _SHIPPED / "gpu.json" if backend in ("cuda", "rocm") else _SHIPPED / "cpu.json"
@@ -271,13 +278,28 @@ _defaults = {"default": lambda: shipped("cpu"), "for_auto": lambda primitive, n:
 
 
 def use_defaults(default, for_auto) -> None:
-    """Price calls given no calibration with ``default()``, and rank ``auto``'s candidates for
-    ``primitive`` on n ranks with ``for_auto(primitive, n)``."""
+    """Installs the calibrations calls given none price and rank with.
+
+    Price calls given no calibration with ``default()``, and rank ``auto``'s candidates for
+    ``primitive`` on n ranks with ``for_auto(primitive, n)`` (jaxcoll/tools/auto.py installs
+    them when jaxcoll is imported).
+
+    Args:
+      default: a callable taking nothing that returns the :class:`Calibration` a call given
+        none prices with (what :func:`default_calibration` returns).
+      for_auto: a callable taking ``primitive`` (a collective's name) and ``n`` (the number of
+        ranks) that returns the :class:`Calibration` ``auto`` ranks its candidates with.
+    """
     _defaults.update(default=default, for_auto=for_auto)
 
 
 def default_calibration() -> Calibration:
-    """The calibration a call given none prices with (:func:`jaxcoll.calibration`)."""
+    """The calibration a call given none prices with (:func:`jaxcoll.calibration`).
+
+    Returns:
+      The :class:`Calibration` that ``default()`` of :func:`use_defaults` returns (the one
+      shipped for cpu until something else is installed).
+    """
     return _defaults["default"]()
 
 
@@ -286,7 +308,14 @@ def _for_auto(primitive: str, n: int) -> Calibration:
 
 
 def auto_candidates(primitive: str) -> list[str]:
-    """The algorithms ``auto`` chooses from for ``primitive`` (uncompressed, on one axis)."""
+    """The algorithms ``auto`` chooses from for ``primitive`` (uncompressed, on one axis).
+
+    Args:
+      primitive: the collective's name ("allreduce", "allgather", ...).
+
+    Returns:
+      A list of the algorithms' names, sorted.
+    """
     return [name for name in sorted(SCHEDULES[primitive])
             if _ranked(SCHEDULES[primitive][name], None, None)]
 
@@ -300,8 +329,17 @@ def _fit_line(sizes, seconds) -> tuple[float, float]:
 
 
 def schedule_bytes(primitive: str, input_bytes: int, n: int) -> int:
-    """The buffer :func:`cost` is given for an input of ``input_bytes`` per rank: the output
-    for allgather and gather (n times the input), the input otherwise."""
+    """The buffer :func:`cost` is given for an input of ``input_bytes`` per rank.
+
+    Args:
+      primitive: the collective's name ("allreduce", "allgather", ...).
+      input_bytes: the input per rank in bytes.
+      n: the number of ranks.
+
+    Returns:
+      The buffer in bytes, the output for allgather and gather (n times the input), the input
+      otherwise.
+    """
     record = RECORDS[primitive]
     grows = (record.rows_in, record.rows_out) == ("1", "n")  # allgather, gather
     return input_bytes * (n if grows else 1)
@@ -313,16 +351,40 @@ MAX_MODEL_PIECES = 64  # a pipelined schedule's rounds (a few per piece) stay a 
 
 
 def chain_pieces(n: int, nbytes: float, calibration_: Calibration | None = None) -> int:
-    """The pieces a pipelined chain cuts ``nbytes`` into on n ranks: sqrt((n-2)·N·β/α), the
-    minimum of (n - 2 + k)(α + N/k·β), between 1 and MAX_MODEL_PIECES."""
+    """The pieces a pipelined chain cuts ``nbytes`` into on n ranks.
+
+    Args:
+      n: the number of ranks.
+      nbytes: the bytes the chain moves (N).
+      calibration_: the α and β to price with; None: :func:`default_calibration`.
+
+    Returns:
+      The number of pieces, an int, sqrt((n-2)·N·β/α) (the minimum of (n - 2 + k)(α + N/k·β))
+      between 1 and MAX_MODEL_PIECES (:func:`model_pieces` for broadcast's "chain").
+    """
     return model_pieces("broadcast", "chain", n, nbytes, calibration_)
 
 
 def model_pieces(primitive: str, algorithm: str, n: int, nbytes: float,
                  calibration_: Calibration | None = None) -> int:
-    """The pieces the model finds fastest for a pipelined ``algorithm``: with k pieces it runs
-    F + c·k rounds (F and c read off its schedules for 1 and 2 pieces) of α + N/k·β each, whose
-    minimum is at k = sqrt(F·N·β / (c·α)); between 1 and MAX_MODEL_PIECES."""
+    """The pieces the model finds fastest for a pipelined ``algorithm``.
+
+    With k pieces it runs F + c·k rounds (F and c read off its schedules for 1 and 2 pieces) of
+    α + N/k·β each, whose minimum is at k = sqrt(F·N·β / (c·α)).
+
+    Args:
+      primitive: the collective's name ("allreduce", "broadcast", ...).
+      algorithm: the name of one of its pipelined algorithms.
+      n: the number of ranks.
+      nbytes: the bytes it moves (N).
+      calibration_: the α and β to price with; None: :func:`default_calibration`.
+
+    Returns:
+      The number of pieces, an int between 1 and MAX_MODEL_PIECES (1 where α is 0).
+
+    Raises:
+      ValueError: ``algorithm`` is not pipelined.
+    """
     if not SCHEDULES[primitive][algorithm].pipelined:
         raise ValueError(f"model_pieces: {primitive} {algorithm!r} is not pipelined")
     cal = calibration_ or default_calibration()
@@ -335,9 +397,21 @@ def model_pieces(primitive: str, algorithm: str, n: int, nbytes: float,
 
 def pieces_for(primitive: str, algorithm: str, n: int, nbytes: float,
                calibration_: Calibration | None = None, by_model: bool = False) -> int:
-    """The pieces ``algorithm`` runs ``nbytes`` in: the chain's (every pipelined one's if
-    ``by_model``) from the model (:func:`model_pieces`), the pipelined trees' from the size
-    (``pipeline_pieces``: on fake CPU devices more pieces measured slower), 1 for the others."""
+    """The pieces ``algorithm`` runs ``nbytes`` in.
+
+    Args:
+      primitive: the collective's name ("allreduce", "broadcast", ...).
+      algorithm: the name of one of its algorithms.
+      n: the number of ranks.
+      nbytes: the bytes it moves.
+      calibration_: the α and β the model prices with; None: :func:`default_calibration`.
+      by_model: take every pipelined algorithm's pieces from the model, not the chain's alone.
+
+    Returns:
+      The number of pieces, an int; the chain's (every pipelined one's if ``by_model``) from
+      the model (:func:`model_pieces`), the pipelined trees' from the size
+      (``pipeline_pieces``: on fake CPU devices more pieces measured slower), 1 for the others.
+    """
     entry = SCHEDULES[primitive][algorithm]
     if entry.model_pieces or (by_model and entry.pipelined):
         return model_pieces(primitive, algorithm, n, nbytes, calibration_)
@@ -365,9 +439,27 @@ def _priced(primitive: str, algorithm: str, n: int, nbytes: float, cal: Calibrat
 def schedule_for(primitive: str, algorithm: str, n: int, nbytes: float,
                  calibration_: Calibration | None = None,
                  topology: Topology | None = None) -> Schedule:
-    """The schedule ``auto`` would run for ``nbytes`` on n ranks: its usual pieces (on a
-    topology, every pipelined one's from the model); a hierarchical one on the topology's
-    levels (a torus's dimensions, nodes' (n_nodes, gpus))."""
+    """The schedule ``auto`` would run for ``nbytes`` on n ranks.
+
+    Args:
+      primitive: the collective's name ("allreduce", "allgather", ...).
+      algorithm: the name of one of its algorithms.
+      n: the number of ranks.
+      nbytes: the bytes it moves.
+      calibration_: the α and β that cut a pipelined one's pieces; None:
+        :func:`default_calibration` (unused on a ``topology``).
+      topology: a :class:`~jaxcoll.analysis.topology.Topology` whose links cut every
+        pipelined one's pieces, and on whose levels a hierarchical one is built; None: none.
+
+    Returns:
+      The :class:`~jaxcoll.ir.schedules.Schedule`, with its usual pieces (on a topology, every
+      pipelined one's from the model); a hierarchical one on the topology's levels (a torus's
+      dimensions, nodes' (n_nodes, gpus)).
+
+    Raises:
+      ValueError: ``algorithm`` is hierarchical (two-level) and ``topology`` is None or has no
+        levels.
+    """
     entry = SCHEDULES[primitive][algorithm]
     if entry.two_level:
         if topology is None or not topology.levels:
@@ -405,24 +497,36 @@ def _cheapest_message(topology: Topology) -> float:
 def ranking(primitive: str, n: int, nbytes: float, calibration_: Calibration | None = None,
             compress: Compress | None = None,
             topology: Topology | None = None) -> list[tuple[str, Cost]]:
-    """Every algorithm of ``primitive`` with its predicted cost on n ranks for ``nbytes`` of
-    input per rank (what ``auto`` sees; :func:`cost` prices allgather and gather on their
-    output, n times it: :func:`schedule_bytes`), cheapest first (pipelined trees with their
-    usual piece count; the calibration's per-algorithm factors applied, where it has them).
-    Two-level algorithms need the axis' shape and are left out: ``auto`` never picks them.
+    """Every algorithm of ``primitive`` with its predicted cost, cheapest first.
 
-    ``compress``: priced on the encoded bytes, and only the algorithms whose error bound
-    (compression.py) is within 1.5x of the smallest are ranked, two_shot and pairwise among
-    them (without compression ``auto`` leaves those two out: they are the ring's bytes in the
-    same number of rounds, with no calibration of their own).
+    The cost is on n ranks for ``nbytes`` of input per rank (what ``auto`` sees; :func:`cost`
+    prices allgather and gather on their output, n times it: :func:`schedule_bytes`), pipelined
+    trees with their usual piece count, the calibration's per-algorithm factors applied, where
+    it has them. Two-level algorithms need the axis' shape and are left out (without a
+    ``topology``): ``auto`` never picks them. A calibration with ``timings`` for ``primitive``
+    on n ranks (uncompressed, no topology): the algorithms timed are ranked by
+    :meth:`Calibration.measured`, the others left out.
 
-    ``topology``: the answer on paper for those links (:func:`~jaxcoll.analysis.topology.simulate`,
-    every round's transfers at once): every algorithm is ranked, hierarchical ones on the
-    topology's levels (k for a k-D torus), and no per-algorithm factor applies (they measure a
-    runtime); ``nbytes`` is then the schedule's buffer, as :func:`simulate` takes it.
+    Args:
+      primitive: the collective's name ("allreduce", "allgather", ...).
+      n: the number of ranks.
+      nbytes: the input per rank in bytes (on a ``topology``, the schedule's buffer, as
+        :func:`simulate` takes it).
+      calibration_: the α, β, γ to price with; None: :func:`default_calibration`.
+      compress: a :class:`~jaxcoll.analysis.compression.Compress`, or None: priced on the
+        encoded bytes, and only the algorithms whose error bound (compression.py) is within
+        1.5x of the smallest are ranked, two_shot and pairwise among them (without compression
+        ``auto`` leaves those two out: they are the ring's bytes in the same number of rounds,
+        with no calibration of their own).
+      topology: a :class:`~jaxcoll.analysis.topology.Topology`, or None: the answer on paper
+        for those links (:func:`~jaxcoll.analysis.topology.simulate`, every round's transfers
+        at once): every algorithm is ranked, hierarchical ones on the topology's levels (k for
+        a k-D torus), and no per-algorithm factor applies (they measure a runtime).
 
-    A calibration with ``timings`` for ``primitive`` on n ranks (uncompressed, no topology):
-    the algorithms timed are ranked by :meth:`Calibration.measured`, the others left out."""
+    Returns:
+      A list of (algorithm's name, :class:`Cost`) pairs, cheapest first; a tie goes to the
+      algorithm not priced by a relative's factors.
+    """
     cal = calibration_ or default_calibration()
     wire = 1.0 if compress is None else compress.wire_bytes(1 << 20) / (4 << 20)
     timed = _timed(cal, primitive, n, nbytes) if compress is None and topology is None else {}

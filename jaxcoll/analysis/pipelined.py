@@ -56,14 +56,27 @@ RUNTIMES = ("lockstep", "pipelined")
 
 
 def default_slices(chunk_bytes: float) -> int:
-    """The slices a chunk of ``chunk_bytes`` (one channel's) is cut into by default: one per
-    NCCL Simple step (``STEP_BYTES``, 512 KiB), rounded up, at least 1 and at most
-    ``MAX_DEFAULT_SLICES`` (64)."""
+    """The slices a chunk of ``chunk_bytes`` (one channel's) is cut into by default.
+
+    Args:
+      chunk_bytes: the bytes of one chunk of one channel.
+
+    Returns:
+      The number of slices, an int, one per NCCL Simple step (``STEP_BYTES``, 512 KiB),
+      rounded up, at least 1 and at most ``MAX_DEFAULT_SLICES`` (64).
+    """
     return int(min(MAX_DEFAULT_SLICES, max(1, math.ceil(chunk_bytes / STEP_BYTES))))
 
 
 def check_slices(slices) -> None:
-    """Raise ValueError unless ``slices`` is an int >= 1."""
+    """Raise ValueError unless ``slices`` is an int >= 1.
+
+    Args:
+      slices: the pieces each channel's buffer is to be cut into.
+
+    Raises:
+      ValueError: ``slices`` is not an int >= 1 (a bool is not).
+    """
     if isinstance(slices, bool) or not isinstance(slices, (int, np.integer)) or slices < 1:
         raise ValueError(f"simulate: slices={slices!r}, must be an int >= 1 (the pieces each "
                          "channel's buffer is cut into) or None for the default")
@@ -100,14 +113,23 @@ def _rounds(schedule, slices: int, channels: int) -> list[tuple]:
 
 def run(schedule, chunk: float, topology, placements: list[np.ndarray], slices: int,
         gamma: float) -> tuple:
-    """The pipelined run of ``schedule`` on ``topology`` (module docstring): ``chunk`` bytes in
-    one chunk of one channel, channel c's ranks at ``placements[c]``, each chunk in
-    ``slices`` slices.
+    """The pipelined run of ``schedule`` on ``topology`` (module docstring).
 
-    Returns (makespan, rounds, round_seconds, busiest, loads): the schedule's indices of the
-    rounds with a transfer; per such round how much later its last arrival (over every slice
-    and channel) makes the end (the running latest arrival's increase: they sum to the
-    makespan); its busiest link over the run (bytes·β + overhead); its (links, bytes).
+    Args:
+      schedule: the :class:`~jaxcoll.ir.schedules.Schedule` to run.
+      chunk: the bytes in one chunk of one channel.
+      topology: the :class:`~jaxcoll.analysis.topology.Topology` (only its ``alpha``,
+        ``beta``, ``overhead``, ``routes`` and ``link_names`` are read).
+      placements: one (n,) array per channel: channel c's ranks at ``placements[c]``.
+      slices: the slices each chunk is cut into.
+      gamma: seconds per byte reduced.
+
+    Returns:
+      A tuple (makespan, rounds, round_seconds, busiest, loads), the makespan in seconds (0
+      with no transfer); the schedule's indices of the rounds with a transfer; per such round
+      how much later its last arrival (over every slice and channel) makes the end (the
+      running latest arrival's increase: they sum to the makespan); its busiest link over the
+      run (bytes·β + overhead), an index into ``link_names``; its (links, bytes) arrays.
 
     Raises:
       ValueError: more than ``MAX_TRANSFERS`` transfers written out, or more than

@@ -36,7 +36,17 @@ GPUS = {  # name: (NVLink GB/s per GPU each way, NIC GB/s each way)
 
 
 def dgx(gpu: str = "h100", n_nodes: int = 1, nics: int = 8) -> Topology:
-    """``n_nodes`` DGX-like nodes of 8 ``gpu`` on NVSwitch, ``nics`` NICs each (see above)."""
+    """``n_nodes`` DGX-like nodes of 8 ``gpu`` on NVSwitch, ``nics`` NICs each (see above).
+
+    Args:
+      gpu: "a100" or "h100" (a key of ``GPUS``): its NVLink and NIC bandwidths.
+      n_nodes: how many nodes.
+      nics: NICs per node.
+
+    Returns:
+      The :func:`~jaxcoll.analysis.topology.nodes` topology of n_nodes x 8 ranks (NVLink α
+      3.4 µs, NIC α 10 µs).
+    """
     nvlink_gbs, nic_gbs = GPUS[gpu]
     return nodes(n_nodes, 8, nvlink=(NVLINK_ALPHA, 1 / (nvlink_gbs * 1e9)),
                  nic=(NIC_ALPHA, 1 / (nic_gbs * 1e9)), nics=nics,
@@ -52,8 +62,16 @@ MI300X_ALPHA = 5e-6
 
 
 def mi300x(n: int = 8) -> Topology:
-    """``n`` MI300X-like GPUs fully connected by Infinity Fabric, a 64 GB/s link each way per
-    pair (the platform has 8; 16 is two such nodes' GPUs as one fabric, for comparison)."""
+    """``n`` MI300X-like GPUs fully connected by Infinity Fabric.
+
+    Args:
+      n: how many GPUs (the platform has 8; 16 is two such nodes' GPUs as one fabric, for
+        comparison).
+
+    Returns:
+      The :func:`~jaxcoll.analysis.topology.fully_connected` topology, a 64 GB/s link each way
+      per pair, α 5 µs.
+    """
     return fully_connected(n, alpha=MI300X_ALPHA, beta=1 / (MI300X_LINK_GBS * 1e9),
                            name=f"{n} x MI300X, fully connected (Infinity Fabric)")
 
@@ -200,7 +218,17 @@ def cluster(gpu: str, n_nodes: int = 1, *, gpus_per_node: int = 8, nics: int = 8
 
 @dataclass(frozen=True)
 class Published:
-    """One measurement from a public source: nccl-tests' busbw of a collective."""
+    """One measurement from a public source: nccl-tests' busbw of a collective.
+
+    Attributes:
+      system: the system measured, in words.
+      topology: the :class:`~jaxcoll.analysis.topology.Topology` that describes it.
+      primitive: the collective's name ("allreduce", ...).
+      nbytes: nccl-tests' size: the buffer per rank, in bytes.
+      busbw: the busbw measured, GB/s.
+      source: where the number comes from, in words.
+      channels: rings NCCL runs at once (its channels), each leaving nodes by its NIC.
+    """
 
     system: str
     topology: Topology
@@ -233,7 +261,12 @@ PUBLISHED = (
 
 
 def validation() -> list[tuple[Published, float, float]]:
-    """(published, predicted busbw, relative error) for every published measurement."""
+    """The simulator's busbw against every published measurement.
+
+    Returns:
+      A list of (:class:`Published`, predicted busbw in GB/s, relative error) triples, one
+      per published measurement; the relative error is predicted / published - 1.
+    """
     rows = []
     for published in PUBLISHED:
         predicted = published.predicted_busbw()

@@ -173,8 +173,16 @@ class Simulation:
 # ----------------------------------------------------------------------------- simulating
 
 def chunk_bytes(schedule: Schedule, nbytes: float) -> float:
-    """Bytes in one of the schedule's chunks when a rank's buffer is ``nbytes`` (alltoall's
-    2n chunks hold its input twice: n chunks of data)."""
+    """Bytes in one of the schedule's chunks when a rank's buffer is ``nbytes``.
+
+    Args:
+      schedule: a :class:`~jaxcoll.ir.schedules.Schedule`.
+      nbytes: the bytes of a rank's buffer.
+
+    Returns:
+      ``nbytes`` over the schedule's chunks, a float (alltoall's 2n chunks hold its input
+      twice: over n chunks of data).
+    """
     twice = schedule.collective and RECORDS[schedule.collective].schedule_blocks == "2n"
     return nbytes / (schedule.n_chunks // 2 if twice else schedule.n_chunks)
 
@@ -371,8 +379,19 @@ def _along_ring(start: np.ndarray, stop: np.ndarray, size: int, both_ways: bool 
 
 def switch(n: int, *, alpha: float, beta: float, gamma: float = 0.0,
            name: str = "switch") -> Topology:
-    """Every rank one full-duplex port (an up link and a down link) into a non-blocking switch;
-    a message pays α in all (α/2 on each of its two links) and β per byte."""
+    """Every rank one full-duplex port (an up link and a down link) into a non-blocking switch.
+
+    Args:
+      n: the number of ranks.
+      alpha: seconds a message pays in all (α/2 on each of its two links).
+      beta: seconds per byte on each link (each port's up and down link).
+      gamma: seconds per byte reduced (by the receiver, on top of its links' time); 0 leaves
+        reductions free.
+      name: what the topology is called in reports.
+
+    Returns:
+      The :class:`Topology`, in which a message pays α in all and β per byte.
+    """
     names = tuple(f"{r}->switch" for r in range(n)) + tuple(f"switch->{r}" for r in range(n))
     return Topology(name, n, names, np.full(2 * n, alpha / 2), np.full(2 * n, float(beta)),
                     lambda src, dst: np.stack([src, n + dst], axis=1), gamma,
@@ -383,9 +402,23 @@ def switch(n: int, *, alpha: float, beta: float, gamma: float = 0.0,
 
 def shared(n: int, *, alpha: float, beta: float, overhead: float = 0.0, gamma: float = 0.0,
            name: str = "one host") -> Topology:
-    """n ranks on one medium every message crosses, such as processes of one machine over
-    loopback (their cores and memory are the wire): a round takes α + (its messages)·overhead
-    + (its bytes)·β, whatever ranks they join."""
+    """n ranks on one medium every message crosses.
+
+    Such as processes of one machine over loopback (their cores and memory are the wire).
+
+    Args:
+      n: the number of ranks.
+      alpha: seconds per round, on the one link.
+      beta: seconds per byte of the round's bytes.
+      overhead: seconds each message keeps the medium busy on top of its bytes.
+      gamma: seconds per byte reduced (by the receiver, on top of its links' time); 0 leaves
+        reductions free.
+      name: what the topology is called in reports.
+
+    Returns:
+      The :class:`Topology`, one link; a round takes α + (its messages)·overhead + (its
+      bytes)·β, whatever ranks they join.
+    """
     return Topology(name, n, ("host",), np.array([float(alpha)]), np.array([float(beta)]),
                     lambda src, dst: np.zeros((len(src), 1), dtype=np.int64), gamma,
                     assumptions=f"{n} ranks sharing one medium: α={alpha:.3g} s per round, "
@@ -395,8 +428,20 @@ def shared(n: int, *, alpha: float, beta: float, overhead: float = 0.0, gamma: f
 
 def fully_connected(n: int, *, alpha: float, beta: float, gamma: float = 0.0,
                     name: str = "") -> Topology:
-    """A link each way between every two ranks (AMD's Infinity Fabric among a node's GPUs): a
-    message crosses its pair's own link, paying α and β per byte on it."""
+    """A link each way between every two ranks (AMD's Infinity Fabric among a node's GPUs).
+
+    Args:
+      n: the number of ranks.
+      alpha: seconds a message pays on its link.
+      beta: seconds per byte on each link.
+      gamma: seconds per byte reduced (by the receiver, on top of its links' time); 0 leaves
+        reductions free.
+      name: what the topology is called in reports; "": "{n} fully connected".
+
+    Returns:
+      The :class:`Topology`, in which a message crosses its pair's own link, paying α and β
+      per byte on it.
+    """
     # link (src, dst) at index src·n + dst
     names = tuple(f"{src}->{dst}" for src in range(n) for dst in range(n))
     return Topology(name or f"{n} fully connected", n, names, np.full(n * n, float(alpha)),
@@ -408,8 +453,20 @@ def fully_connected(n: int, *, alpha: float, beta: float, gamma: float = 0.0,
 
 def ring(n: int, *, alpha: float, beta: float, gamma: float = 0.0,
          bidirectional: bool = True) -> Topology:
-    """Ranks on a ring of links to their neighbours (both ways if ``bidirectional``), messages
-    routed the shorter way round, α per hop."""
+    """Ranks on a ring of links to their neighbours, messages routed the shorter way round.
+
+    Args:
+      n: the number of ranks.
+      alpha: seconds a message pays per hop.
+      beta: seconds per byte on each link.
+      gamma: seconds per byte reduced (by the receiver, on top of its links' time); 0 leaves
+        reductions free.
+      bidirectional: links both ways (full duplex); False: one way only, every message going
+        forwards.
+
+    Returns:
+      The :class:`Topology`, called "ring of {n}", α per hop.
+    """
     back = " (back)" if n == 2 else ""  # two ranks: two links each way
     names = tuple(f"{r}->{(r + 1) % n}" for r in range(n)) + \
         tuple(f"{r}->{(r - 1) % n}{back}" for r in range(n))
@@ -426,10 +483,25 @@ def ring(n: int, *, alpha: float, beta: float, gamma: float = 0.0,
 
 
 def torus(*dims: int, alpha: float, beta: float, gamma: float = 0.0) -> Topology:
-    """A torus of any dimensions, ``torus(rows, cols, ...)`` or ``torus(x, y, z, ...)`` (rank
-    row-major in ``dims``), full-duplex links to both neighbours along each dimension; messages
-    go along the innermost dimension first (the row), then outwards, the shorter way each,
-    α per hop."""
+    """A torus of any dimensions, ``torus(rows, cols, ...)`` or ``torus(x, y, z, ...)``.
+
+    Full-duplex links to both neighbours along each dimension; messages go along the innermost
+    dimension first (the row), then outwards, the shorter way each.
+
+    Args:
+      *dims: the sizes of the dimensions, outermost first, ints >= 1 (rank row-major in
+        ``dims``).
+      alpha: seconds a message pays per hop.
+      beta: seconds per byte on each link.
+      gamma: seconds per byte reduced (by the receiver, on top of its links' time); 0 leaves
+        reductions free.
+
+    Returns:
+      The :class:`Topology`, α per hop, whose ``levels`` are ``dims``.
+
+    Raises:
+      ValueError: ``dims`` is empty, or one of them is not an int >= 1.
+    """
     _check_dims(dims)
     n, k = int(np.prod(dims)), len(dims)
     strides = [int(np.prod(dims[d + 1:])) for d in range(k)]
@@ -476,10 +548,25 @@ def _packed(route: np.ndarray) -> np.ndarray:
 
 def nodes(n_nodes: int, gpus: int, *, nvlink: tuple[float, float], nic: tuple[float, float],
           nics: int | None = None, gamma: float = 0.0, name: str = "") -> Topology:
-    """``n_nodes`` nodes of ``gpus`` GPUs (rank = node·gpus + gpu). Inside a node: a switch,
-    (α, β) = ``nvlink``. Between nodes: GPU g sends and receives through its node's NIC
-    g·nics // gpus, (α, β) = ``nic`` per NIC each way, on a non-blocking fabric. ``nics``
-    defaults to one per GPU (a rail-optimised node)."""
+    """``n_nodes`` nodes of ``gpus`` GPUs (rank = node·gpus + gpu).
+
+    Inside a node: a switch. Between nodes: GPU g sends and receives through its node's NIC
+    g·nics // gpus, on a non-blocking fabric.
+
+    Args:
+      n_nodes: the number of nodes.
+      gpus: the GPUs in each node.
+      nvlink: (α, β) inside a node, on the switch: seconds per message (α/2 on each of its
+        two links) and seconds per byte per GPU each way.
+      nic: (α, β) between nodes, per NIC each way.
+      nics: the NICs per node; None: one per GPU (a rail-optimised node).
+      gamma: seconds per byte reduced (by the receiver, on top of its links' time); 0 leaves
+        reductions free.
+      name: what the topology is called in reports; "": "{n_nodes} nodes x {gpus} GPUs".
+
+    Returns:
+      The :class:`Topology` of n_nodes·gpus ranks, whose ``levels`` are (n_nodes, gpus).
+    """
     nics = gpus if nics is None else nics
     n = n_nodes * gpus
     (nv_alpha, nv_beta), (nic_alpha, nic_beta) = nvlink, nic

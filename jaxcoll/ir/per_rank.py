@@ -175,11 +175,17 @@ def as_soon_as_held(n: int, program: Callable[[int], list[tuple[int, int]]],
                     name: str = "schedule") -> list[list[Transfer]]:
     """Rounds in which every rank sends its ``program`` in order, each send as soon as it can.
 
-    Ranks are virtual, 0..n-1, virtual rank 0 holding the chunks ``held`` at the start.
-    ``program(v)`` is the (chunk, to) pairs virtual rank v sends, in order; each rank sends at
-    most once a round, its next send in the first round after it holds that chunk (so a
-    pipelined tree forwards piece p while piece p + 1 is on its way). ``real(v)`` is the rank
-    virtual rank v is.
+    Ranks are virtual, 0..n-1, virtual rank 0 holding the chunks ``held`` at the start. Each
+    rank sends at most once a round, its next send in the first round after it holds that chunk
+    (so a pipelined tree forwards piece p while piece p + 1 is on its way).
+
+    Args:
+      n: the number of (virtual) ranks.
+      program: ``program(v)`` is the list of (chunk, to) pairs virtual rank v sends, in order
+        (``to`` a virtual rank).
+      real: ``real(v)`` is the rank virtual rank v is.
+      held: the chunks virtual rank 0 holds at the start.
+      name: what the error's message calls the schedule.
 
     Returns:
       The rounds, as lists of copies (:class:`~jaxcoll.ir.schedules.Transfer`).
