@@ -29,10 +29,6 @@ from jaxcoll.ir.records import RECORDS
 
 NVLINK_ALPHA = 3.4e-6
 NIC_ALPHA = 10e-6
-GPUS = {  # name: (NVLink GB/s per GPU each way, NIC GB/s each way)
-    "a100": (12 * 20.0, 25.0),
-    "h100": (18 * 20.6, 50.0),
-}
 
 
 def dgx(gpu: str = "h100", n_nodes: int = 1, nics: int = 8) -> Topology:
@@ -118,6 +114,11 @@ SPECS = {
     "mi300x": Gpu("mi300x", "gfx942", 7, 48.0, 48.0, False, "amd",
                   "Infinity Fabric x7, fully connected"),
 }
+
+# dgx()'s GPUs, name: (NVLink GB/s per GPU each way, NIC GB/s each way): the NVLink from SPECS
+# (links x NCCL's per-link rate), the NICs InfiniBand HDR 200 and NDR 400 Gb/s
+GPUS = {name: (SPECS[name].links * SPECS[name].link_gbs, nic_gbs)
+        for name, nic_gbs in (("a100", 25.0), ("h100", 50.0))}
 
 
 @dataclass(frozen=True)
