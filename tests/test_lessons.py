@@ -8,7 +8,9 @@ lecture's warning is misleading rather than backwards), 01's "gains about the nu
 AllReduce can overlap the dW matmul) and 03's "in an order a rerun can change" (an explanation
 of a timing that fits any outcome), 06's "DDP's buckets come out *slower*" across two nodes
 (an artefact of pricing the ring lock-step in one channel: pipelined in NCCL's 8 channels the
-overlap pays, as the notebook now prints).
+overlap pays, as the notebook now prints), and 05's "The flat ring pays 2046 NIC start-ups"
+(a lock-step executor's cost, given as the ring's at 1024 GPUs: NCCL's pipelined ring charges
+network latency on 2·(nodes − 1) steps, and the notebook now prices the ring both ways).
 """
 
 from pathlib import Path
@@ -26,6 +28,7 @@ WRONG = [
     "hides behind nothing",
     "in an order a rerun can change",
     "DDP's buckets come out *slower*",  # 06: true of a lock-step, one-channel ring only
+    "2046 NIC start-ups",  # 05: jaxcoll's lock-step ring, not what NCCL's ring pays
 ]
 
 
