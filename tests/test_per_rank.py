@@ -4,10 +4,12 @@ against digests written before the rewrite (tests/registry_digests.py); and a fa
 ranks do not do what its declared symmetry says is refused."""
 
 import json
+import random
 
 import pytest
 
 from jaxcoll.ir import per_rank
+from jaxcoll.ir.per_rank import as_soon_as_held
 from jaxcoll.ir.schedules import ScheduleError, Transfer
 from registry_digests import FILE, cases, digest
 
@@ -70,3 +72,41 @@ def test_mistakes_in_a_family_are_named():
         per_rank.rounds(4, [0], lambda r, s: [], symmetry="rotate")
     with pytest.raises(ScheduleError, match="symmetry must be"):
         per_rank.rounds(4, [0], _ring(4), symmetry="spin")
+
+
+def _scanning_every_rank(n, program, real, held):
+    """as_soon_as_held as it was written first: every rank looked at in every round."""
+    holds = {v: set() for v in range(n)}
+    holds[0] = set(held)
+    queue = {v: list(program(v)) for v in range(n)}
+    made = []
+    while any(queue.values()):
+        ready = [(v, *queue[v][0]) for v in range(n) if queue[v] and queue[v][0][0] in holds[v]]
+        assert ready
+        for v, chunk, to in ready:
+            queue[v].pop(0)
+            holds[to].add(chunk)
+        made.append([Transfer(real(v), real(to), chunk, reduce=False) for v, chunk, to in ready])
+    return made
+
+
+def test_as_soon_as_held_looks_only_at_the_ranks_a_round_changed():
+    """Random trees and piece orders: the rounds of every rank scanned in every round, from
+    looking again only at the last round's senders and receivers (a chain of 32,768 ranks)."""
+    rng = random.Random(47)
+    for _ in range(200):
+        n, pieces = rng.randint(1, 24), rng.randint(1, 4)
+        parent = {v: rng.randrange(v) for v in range(1, n)}
+        children = {v: [c for c in range(n) if parent.get(c) == v] for v in range(n)}
+        order = {v: rng.sample(range(pieces), pieces) for v in range(n)}
+
+        def program(v):
+            return [(p, c) for p in order[v] for c in children[v]]
+
+        def real(v):
+            return (v + 3) % n
+
+        assert (as_soon_as_held(n, program, real, range(pieces))
+                == _scanning_every_rank(n, program, real, range(pieces)))
+    with pytest.raises(ValueError, match="not connected"):
+        as_soon_as_held(3, lambda v: [(0, 2)] if v == 1 else [], lambda v: v, [0])

@@ -12,13 +12,16 @@ With no ``symmetry`` every rank's sends are written out (a round per step; ``act
 given, names the ranks that send in step ``s``, in the order their transfers are listed).
 Where the family declares that every rank does rank 0's sends moved by its rank — ``"rotate"``
 (rank r + x, chunk ids moved r strides on: rings, pairwise, Bruck, PAT), ``"xor"`` (rank r ^ x,
-chunk ids with some of r's bits flipped: recursive doubling and halving) or ``"mirror"`` (even
-ranks rotate, odd ones mirror: Swing) — a step is stored as rank 0's sends and a
+chunk ids with some of r's bits flipped: recursive doubling and halving), ``"mirror"`` (even
+ranks rotate, odd ones mirror: Swing) or ``"grid"`` with the levels' ``sizes`` (a rotation per
+level, rank and chunk ids moved coordinate by coordinate: hierarchical rings, one per line of
+each level) — a step is stored as rank 0's sends and a
 :class:`~jaxcoll.ir.schedules.Symmetry` (one rank's program plus its symmetry: what makes 4,096
-ranks cheap). The family never spells the symmetry's numbers: :func:`rounds` evaluates
-``sends`` at the ranks that pin them down (rank 1 for the stride, ranks 1, 2, 4, ... for the
-xor mask), then checks the derived symmetry against ``sends`` at other ranks (every rank up to
-16 ranks; beyond, the last and one that changes with the step), and refuses
+ranks cheap, and a grid's 32,768). The family never spells the symmetry's numbers:
+:func:`rounds` evaluates ``sends`` at the ranks that pin them down (rank 1 for the stride,
+ranks 1, 2, 4, ... for the xor mask, for a grid's stride each level's first rank: coordinate 1
+there, 0 elsewhere), then checks the derived symmetry against ``sends`` at other ranks (every
+rank up to 16 ranks; beyond, the last and one that changes with the step), and refuses
 a family whose ranks do not do what its declared symmetry says.
 
 Pipelined trees are written per rank too, as the order a rank sends its pieces in (NCCL's tree
@@ -28,6 +31,7 @@ each send in the first round after the rank holds the piece.
 
 from __future__ import annotations
 
+from collections import deque
 from typing import Callable, Iterable
 
 import numpy as np
@@ -40,18 +44,19 @@ ALL_RANKS_CHECKED = 16  # up to this many ranks a declared symmetry is checked a
 
 def rounds(n: int, steps: Iterable, sends: Sends, *, symmetry: str | None = None,
            active: Callable[[object], Iterable[int]] | None = None,
-           name: str = "schedule") -> list[Round]:
+           sizes: tuple[int, ...] | None = None, name: str = "schedule") -> list[Round]:
     """The rounds in which every rank r sends ``sends(r, s)``, one round per step ``s``.
 
     Args:
       n: the number of ranks.
       steps: the steps, in order (ints, distances, or any value ``sends`` takes).
       sends: ``sends(r, s)``, the transfers rank ``r`` makes in step ``s`` (each from ``r``).
-      symmetry: ``"rotate"``, ``"xor"`` or ``"mirror"`` if every rank sends rank 0's
-        transfers moved by its rank (the module docstring): each round is stored as rank 0's
-        transfers and the symmetry derived from ``sends``; None to write every rank's out.
+      symmetry: ``"rotate"``, ``"xor"``, ``"mirror"`` or ``"grid"`` if every rank sends rank
+        0's transfers moved by its rank (the module docstring): each round is stored as rank
+        0's transfers and the symmetry derived from ``sends``; None to write every rank's out.
       active: ``active(s)``, the ranks that send in step ``s`` and their order (default:
         every rank, in order); only without a symmetry.
+      sizes: the levels' sizes, outermost first (their product ``n``), for ``"grid"`` only.
       name: the family's name, for errors.
 
     Returns:
@@ -66,11 +71,17 @@ def rounds(n: int, steps: Iterable, sends: Sends, *, symmetry: str | None = None
         return [Round(_written_out(n, s, sends, active, name)) for s in steps]
     if active is not None:
         raise ScheduleError(f"{name}: a symmetric family has every rank send (no active=)")
+    if (symmetry == "grid") != (sizes is not None):
+        raise ScheduleError(f"{name}: sizes= is given with symmetry='grid', and only with it")
+    if sizes is not None and (not all(isinstance(s, (int, np.integer)) and s >= 1 for s in sizes)
+                              or int(np.prod(sizes)) != n):
+        raise ScheduleError(f"{name}: 'grid' sizes {sizes} must be ints >= 1 whose product "
+                            f"is the {n} ranks")
     shared: dict[Symmetry, Symmetry] = {}  # one object per distinct symmetry
     made, last = [], None
     for s in steps:
         base = _sent(sends, 0, s, name)
-        last = _derive(symmetry, n, s, base, sends, name, last)
+        last = _derive(symmetry, n, s, base, sends, name, last, sizes)
         _check(last, s, base, sends, name)
         made.append(Round(base, shared.setdefault(last, last)))
     return made
@@ -114,13 +125,27 @@ def _canonical(transfers: list[tuple]) -> list:
 
 
 def _derive(kind: str, n: int, s, base: list[Transfer], sends: Sends, name: str,
-            last: Symmetry | None) -> Symmetry:
+            last: Symmetry | None, sizes: tuple[int, ...] | None = None) -> Symmetry:
     """The symmetry of ``kind`` that makes ranks 1 (and 2 for "mirror"; 1, 2, 4, ... for
-    "xor") send what ``sends`` says, from rank 0's ``base`` (rotate and mirror: the previous
-    step's, ``last``, tried first)."""
+    "xor"; each level's first rank, coordinate 1 there and 0 elsewhere, for "grid") send what
+    ``sends`` says, from rank 0's ``base`` (rotate, mirror and grid: the previous step's,
+    ``last``, tried first)."""
     where = f"{name}: step {s}"
     if not base:
         raise ScheduleError(f"{where}: a {kind!r} family's rank 0 must send in every step")
+    if kind == "grid":  # a level of one moves nothing: left out of the symmetry's sizes
+        sizes = tuple(size for size in sizes if size > 1) or (1,)
+        places = np.cumprod((1,) + sizes[:0:-1])[::-1]  # a rank per level: coordinate 1 there
+        wanted = {int(place): _sent(sends, int(place), s, name)
+                  for place, size in zip(places, sizes) if size > 1}
+        if last is not None and all(_moves(last, base, r, want) for r, want in wanted.items()):
+            return last
+        for stride in range(max(sizes) + 1):  # each level's coordinate moves stride·r_l
+            candidate = Symmetry("grid", n, stride=stride, modulus=n, sizes=sizes)
+            if all(_moves(candidate, base, r, want) for r, want in wanted.items()):
+                return candidate
+        r = min(wanted, default=0)
+        raise _disagrees(where, kind, r, wanted.get(r, base))
     if kind == "xor":
         if n & (n - 1):
             raise ScheduleError(f"{where}: 'xor' needs a power of two ranks, not {n}")
@@ -134,7 +159,8 @@ def _derive(kind: str, n: int, s, base: list[Transfer], sends: Sends, name: str,
             mask = fits[0]
         return Symmetry("xor", n, mask=mask)
     if kind not in ("rotate", "mirror"):
-        raise ScheduleError(f"{where}: symmetry must be 'rotate', 'xor' or 'mirror', not {kind!r}")
+        raise ScheduleError(f"{where}: symmetry must be 'rotate', 'xor', 'mirror' or 'grid', "
+                            f"not {kind!r}")
     if kind == "mirror" and n % 2:
         raise ScheduleError(f"{where}: 'mirror' needs an even number of ranks, not {n}")
     probes = [r for r in (1, 2) if r < n][:1 if kind == "rotate" else 2]
@@ -195,14 +221,23 @@ def as_soon_as_held(n: int, program: Callable[[int], list[tuple[int, int]]],
     """
     holds = {v: set() for v in range(n)}
     holds[0] = set(held)
-    queue = {v: list(program(v)) for v in range(n)}
+    queue = {v: deque(program(v)) for v in range(n)}
+    waiting = sum(map(len, queue.values()))  # sends not made yet
+    # A rank that neither sent nor received in a round is as unready after it as it was
+    # before: only the last round's senders and receivers are looked at again (a chain's
+    # 32,768 ranks are not scanned in each of its 32,767 rounds).
+    candidates: Iterable[int] = range(n)
     made = []
-    while any(queue.values()):
-        ready = [(v, *queue[v][0]) for v in range(n) if queue[v] and queue[v][0][0] in holds[v]]
+    while waiting:
+        ready = [(v, *queue[v][0]) for v in sorted(candidates)
+                 if queue[v] and queue[v][0][0] in holds[v]]
         if not ready:
             raise ValueError(f"{name}: the tree is not connected to its root")
+        candidates = set()
         for v, chunk, to in ready:
-            queue[v].pop(0)
+            queue[v].popleft()
             holds[to].add(chunk)
+            candidates.update((v, to))
+        waiting -= len(ready)
         made.append([Transfer(real(v), real(to), chunk, reduce=False) for v, chunk, to in ready])
     return made

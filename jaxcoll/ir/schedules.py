@@ -172,18 +172,27 @@ class Symmetry:
     - "mirror" (Swing; n even): even ranks as "rotate", odd ones mirrored:
       ``rank(x, r) = (r - x) mod n`` and ``chunk(c, r)`` moves ``-c`` by ``stride·r`` (in its
       block): the even ranks' partner r + d is the odd ones' r - d.
+    - "grid" (hierarchical, k levels of ``sizes``, outermost first; ranks numbered row-major as
+      JAX numbers a tuple axis): a rotation per level, coordinate by coordinate:
+      ``rank(x, r)`` has coordinate ``(x_l + r_l) mod s_l`` at level l, and ``chunk(c, r)``
+      moves the block c % modulus (a point of the same grid: modulus = n) by ``stride·r_l``
+      at each level l. A grid moves sets of blocks: :meth:`at` lists a transfer's
+      (chunk, into) pairs in increasing chunk order, and :attr:`Round.transfers` lists the
+      ranks line by line along the levels the transfer crosses (:meth:`order`).
 
     Attributes:
-      kind: ``"rotate"``, ``"xor"`` or ``"mirror"``
+      kind: ``"rotate"``, ``"xor"``, ``"mirror"`` or ``"grid"``
         (above).
       n_ranks: the number of ranks, an int >= 1
-        (a power of two for "xor", even for "mirror").
-      stride: how far chunk ids move per rank ("rotate", "mirror"); ``n_ranks`` strides
-        must be a multiple of ``modulus``.
+        (a power of two for "xor", even for "mirror", the product of ``sizes`` for "grid").
+      stride: how far chunk ids move per rank ("rotate", "mirror"; per coordinate, "grid");
+        ``n_ranks`` strides must be a multiple of ``modulus`` ("rotate", "mirror").
       modulus: the size of the blocks chunk ids move within
-        ("rotate", "mirror"; >= 1).
+        ("rotate", "mirror"; >= 1; "grid": ``n_ranks``).
       mask: the bits of the rank that flip chunk ids
         ("xor"; >= 0).
+      sizes: the levels' sizes, outermost first, a tuple of ints >= 1
+        ("grid" only; empty for the others).
 
     Raises:
       ScheduleError: if the kind is unknown
@@ -192,6 +201,9 @@ class Symmetry:
     >>> ring = Symmetry("rotate", 4, modulus=4)
     >>> print(ring.at(Transfer(0, 1, 3, reduce=True), 2))  # rank 0's transfer, at rank 2
     2->3 [1]+
+    >>> nodes = Symmetry("grid", 6, modulus=6, sizes=(3, 2))  # 3 nodes of 2 GPUs
+    >>> print(nodes.at(Transfer(0, 1, [0, 2, 4], reduce=True), 3))  # rank (1, 1)
+    3->2 [1,3,5]+
     """
 
     kind: str
@@ -199,16 +211,26 @@ class Symmetry:
     stride: int = 1
     modulus: int = 0
     mask: int = 0
+    sizes: tuple[int, ...] = ()
 
     def __post_init__(self):
         where = f"Symmetry({self.kind!r}, {self.n_ranks}, stride={self.stride}, " \
-                f"modulus={self.modulus}, mask={self.mask})"
-        if self.kind not in ("rotate", "xor", "mirror"):
-            raise ScheduleError(f"{where}: kind must be 'rotate', 'xor' or 'mirror'")
+                f"modulus={self.modulus}, mask={self.mask}" + (
+                    f", sizes={self.sizes!r})" if self.sizes else ")")
+        if self.kind not in ("rotate", "xor", "mirror", "grid"):
+            raise ScheduleError(f"{where}: kind must be 'rotate', 'xor', 'mirror' or 'grid'")
         if not all(_is_int(v) for v in (self.n_ranks, self.stride, self.modulus, self.mask)):
             raise ScheduleError(f"{where}: n_ranks, stride, modulus and mask must be ints")
         if self.n_ranks < 1:
             raise ScheduleError(f"{where}: n_ranks must be >= 1")
+        if (self.kind == "grid") != bool(self.sizes):
+            raise ScheduleError(f"{where}: sizes are given for 'grid', and only for it")
+        if self.kind == "grid":
+            if not (type(self.sizes) is tuple and all(_is_int(s) and s >= 1 for s in self.sizes)
+                    and int(np.prod(self.sizes)) == self.n_ranks == self.modulus):
+                raise ScheduleError(f"{where}: 'grid' needs sizes, a tuple of ints >= 1 whose "
+                                    "product is n_ranks, and modulus=n_ranks")
+            return  # each level's chunk move is a rotation of its s_l values: it closes
         if self.kind == "xor":
             if self.n_ranks & (self.n_ranks - 1):
                 raise ScheduleError(f"{where}: 'xor' needs a power of two ranks")
@@ -235,6 +257,8 @@ class Symmetry:
         """Where rank 0's partner x is seen from rank r (ints or numpy arrays)."""
         if self.kind == "xor":
             return x ^ r
+        if self.kind == "grid":
+            return self._grid(x, r, 1)
         return (self.sign(r) * x + r) % self.n_ranks
 
     def chunk(self, c, r):
@@ -242,13 +266,37 @@ class Symmetry:
         if self.kind == "xor":
             return c ^ (r & self.mask)
         m = self.modulus
+        if self.kind == "grid":
+            return c - c % m + self._grid(c % m, r, self.stride)
         return c - c % m + (self.sign(r) * (c % m) + self.stride * r) % m
+
+    def _grid(self, x, r, times: int):
+        """The grid point whose coordinate at each level l is (x_l + times·r_l) mod s_l (ints
+        or numpy arrays)."""
+        moved, place = 0, 1
+        for size in reversed(self.sizes):
+            moved = moved + (x // place % size + times * (r // place % size)) % size * place
+            place *= size
+        return moved
 
     def sender(self, d: int) -> int:
         """The rank whose copy of rank 0's transfer to ``d`` arrives at rank 0."""
         if self.kind == "xor" or self.kind == "mirror" and d % 2:
             return d
+        if self.kind == "grid":  # coordinate -d_l at every level
+            return self._grid(0, d, -1)
         return (-d) % self.n_ranks
+
+    def order(self, dst: int) -> list[int] | range:
+        """The ranks in the order :attr:`Round.transfers` lists their copies of rank 0's
+        transfer to ``dst``: 0, 1, ..., n - 1; for "grid", line by line along the levels
+        where ``dst`` differs from rank 0 (the other levels' coordinates row-major, then
+        along the line), as the hierarchical family lists a ring per line."""
+        if self.kind != "grid":
+            return range(self.n_ranks)
+        crossed = np.array(np.unravel_index(dst, self.sizes)) != 0
+        levels = np.argsort(crossed, kind="stable").tolist()  # the crossed levels last
+        return np.arange(self.n_ranks).reshape(self.sizes).transpose(levels).ravel().tolist()
 
     def partners(self, dst: int) -> tuple[np.ndarray, np.ndarray]:
         """(n,) every rank r and (n,) where its copy of rank 0's transfer to ``dst`` goes."""
@@ -261,10 +309,79 @@ class Symmetry:
         return _pairs(self, dst)
 
     def at(self, t: Transfer, r: int) -> Transfer:
-        """Rank 0's transfer ``t`` as rank r makes it."""
-        return Transfer(self.rank(t.src, r), self.rank(t.dst, r),
-                        [self.chunk(c, r) for c in t.chunks], t.reduce,
-                        into=[self.chunk(c, r) for c in t.into])
+        """Rank 0's transfer ``t`` as rank r makes it ("grid": its (chunk, into) pairs in
+        increasing chunk order)."""
+        chunks, into = [self.chunk(c, r) for c in t.chunks], [self.chunk(c, r) for c in t.into]
+        if self.kind == "grid" and len(chunks) > 1:
+            chunks, into = zip(*sorted(zip(chunks, into)))
+        return Transfer(self.rank(t.src, r), self.rank(t.dst, r), chunks, t.reduce, into=into)
+
+
+@dataclass(frozen=True)
+class ThroughSwitch:
+    """Chunks reduced inside a switch and multicast back: in-switch reduction (NVLS).
+
+    Every rank in ``senders`` sends its chunks ``chunks`` up into the switch, which adds them
+    (one sender: passes them on) and writes the result over the same chunks at every rank in
+    ``receivers``. NVLink SHARP's two instructions are its two halves: ``multimem.ld_reduce``
+    (every rank to the one that loads: ``ThroughSwitch(all, c, [r])``) and ``multimem.st``
+    (one rank to all: ``ThroughSwitch([r], c, all)``); NCCL's NVLS allreduce runs them back
+    to back on each slice, the sum passing through rank r: ``ThroughSwitch(all, c, all,
+    via=r)``. No XLA or Pallas lowering has it:
+    :func:`~jaxcoll.verify`, :func:`~jaxcoll.cost`, :func:`~jaxcoll.simulate` and the
+    pictures take it; the executors refuse it.
+
+    Attributes:
+      senders: the ranks whose chunks go up into the switch, a tuple of distinct ints >= 0.
+      chunks: the chunk ids sent and written, a tuple of distinct ints >= 0
+        (given as an int or any iterable of ints).
+      receivers: the ranks the result is multicast to, a tuple of distinct ints >= 0.
+      via: the rank the sum passes through on its way back up (down its port, then up again:
+        ``multimem.ld_reduce`` into it, ``multimem.st`` from it), or None (straight back
+        down); it changes what the ports carry, not what ranks hold.
+
+    Raises:
+      ScheduleError: a rank or chunk id that is not an int >= 0, none of one, or one twice;
+        ``via`` not a rank (an int >= 0) or None.
+
+    >>> print(ThroughSwitch(range(4), 2, [2]), ThroughSwitch([2], 2, range(4)))
+    {0,1,2,3}->switch->{2} [2]+ {2}->switch->{0,1,2,3} [2]=
+    >>> print(ThroughSwitch(range(4), 2, range(4), via=2))
+    {0,1,2,3}->switch->2->switch->{0,1,2,3} [2]+
+    """
+
+    senders: tuple[int, ...]
+    chunks: tuple[int, ...]
+    receivers: tuple[int, ...]
+    via: int | None = None
+
+    def __init__(self, senders: int | Iterable[int], chunks: int | Iterable[int],
+                 receivers: int | Iterable[int], via: int | None = None):
+        if via is not None and not (_is_int(via) and via >= 0):
+            raise ScheduleError(f"ThroughSwitch: via={via!r} must be a rank (an int >= 0) or "
+                                "None")
+        object.__setattr__(self, "via", None if via is None else int(via))
+        for name, value in (("senders", senders), ("chunks", chunks), ("receivers", receivers)):
+            try:
+                ids = _ids(value)
+            except ScheduleError:
+                ids = None
+            if not ids or min(ids) < 0 or len(set(ids)) < len(ids):
+                raise ScheduleError(f"ThroughSwitch: {name}={value!r} must be one or more "
+                                    "distinct ints >= 0")
+            object.__setattr__(self, name, ids)
+
+    @property
+    def reduces(self) -> bool:
+        """True where the switch adds two or more senders' chunks."""
+        return len(self.senders) > 1
+
+    def __str__(self) -> str:
+        def ranks(ids):
+            return "{" + ",".join(map(str, ids)) + "}"
+        via = "" if self.via is None else f"{self.via}->switch->"
+        return (f"{ranks(self.senders)}->switch->{via}{ranks(self.receivers)} "
+                f"[{','.join(map(str, self.chunks))}]{'+' if self.reduces else '='}")
 
 
 @dataclass(frozen=True)
@@ -279,16 +396,21 @@ class Round:
         ``symmetry`` is given.
       symmetry: a :class:`Symmetry` that makes every rank's transfers from rank 0's, or
         None (``transfers`` are every rank's).
+      switched: in-switch reductions and multicasts (:class:`ThroughSwitch`) at the same
+        time as the transfers, written out (no symmetry moves them); default none.
 
     Attributes:
       base: the transfers as given, a tuple
         (rank 0's, where the round is symmetric).
       symmetry: the :class:`Symmetry`,
         or None.
+      switched: the :class:`ThroughSwitch` operations,
+        a tuple.
 
     Raises:
       ScheduleError: if a transfer is not a :class:`Transfer`, ``symmetry`` is not a
-        :class:`Symmetry`, or a symmetric round is given a transfer not sent by rank 0.
+        :class:`Symmetry`, a symmetric round is given a transfer not sent by rank 0, or
+        ``switched`` holds something else than :class:`ThroughSwitch`.
 
     >>> ring = Round([Transfer(0, 1, 3, reduce=True)], Symmetry("rotate", 4, modulus=4))
     >>> len(ring), len(ring.base)
@@ -299,9 +421,14 @@ class Round:
 
     base: tuple[Transfer, ...]
     symmetry: Symmetry | None = None
+    switched: tuple[ThroughSwitch, ...] = ()
 
-    def __init__(self, transfers: Iterable[Transfer], symmetry: Symmetry | None = None):
-        transfers = tuple(transfers)
+    def __init__(self, transfers: Iterable[Transfer], symmetry: Symmetry | None = None, *,
+                 switched: Iterable[ThroughSwitch] = ()):
+        transfers, switched = tuple(transfers), tuple(switched)
+        if not all(isinstance(op, ThroughSwitch) for op in switched):
+            raise ScheduleError("Round: switched must hold ThroughSwitch operations, not "
+                                f"{[op for op in switched if not isinstance(op, ThroughSwitch)][:1]}")
         if not all(isinstance(t, Transfer) for t in transfers):
             raise ScheduleError("Round: every transfer must be a Transfer, not "
                                 f"{[t for t in transfers if not isinstance(t, Transfer)][:1]}")
@@ -312,6 +439,7 @@ class Round:
                                 f"not {[str(t) for t in transfers if t.src != 0]}")
         object.__setattr__(self, "base", transfers)
         object.__setattr__(self, "symmetry", symmetry)
+        object.__setattr__(self, "switched", switched)
 
     @property
     def transfers(self) -> tuple[Transfer, ...]:
@@ -320,7 +448,7 @@ class Round:
         if self.symmetry is None:
             return self.base
         return tuple(self.symmetry.at(t, r) for t in self.base
-                     for r in range(self.symmetry.n_ranks))
+                     for r in self.symmetry.order(t.dst))
 
     def __iter__(self):
         return iter(self.transfers)
@@ -333,9 +461,12 @@ class Round:
         once per round, which the schedules made from it share; none is negative)."""
         cached = self.__dict__.get("_extent")
         if cached is None:
-            cached = (max((max(t.src, t.dst) for t in self.base), default=0),
-                      max((_largest(self.symmetry, t.chunks + t.into) for t in self.base),
-                          default=0))
+            cached = (max([max(t.src, t.dst) for t in self.base]
+                          + [max(op.senders + op.receivers + (op.via or 0,))
+                             for op in self.switched],
+                          default=0),
+                      max([_largest(self.symmetry, t.chunks + t.into) for t in self.base]
+                          + [max(op.chunks) for op in self.switched], default=0))
             object.__setattr__(self, "_extent", cached)
         return cached
 
@@ -354,10 +485,18 @@ class Round:
                     return f"{where} names rank {bad_rank}"
                 if bad_id is not None:
                     return f"{where} names chunk {bad_id}"
+        for op in self.switched:
+            bad_rank = next((x for x in op.senders + op.receivers + (op.via or 0,)
+                             if x >= n_ranks), None)
+            if bad_rank is not None:
+                return f"{op} names rank {bad_rank}"
+            bad_id = next((c for c in op.chunks if c >= n_chunks), None)
+            if bad_id is not None:
+                return f"{op} names chunk {bad_id}"
         return "in range"
 
     def __str__(self) -> str:
-        return "  ".join(str(t) for t in self.transfers)
+        return "  ".join([str(t) for t in self.transfers] + [str(op) for op in self.switched])
 
 
 @dataclass(frozen=True)
@@ -522,7 +661,31 @@ class Schedule:
 
     def explicit(self) -> "Schedule":
         """The same schedule with every round's transfers written out (no symmetry)."""
-        return replace(self, rounds=tuple(Round(r.transfers) for r in self.rounds))
+        return replace(self, rounds=tuple(Round(r.transfers, switched=r.switched)
+                                          for r in self.rounds))
+
+    @property
+    def in_switch(self) -> bool:
+        """True if a round reduces or multicasts inside a switch (:class:`ThroughSwitch`)."""
+        return any(round_.switched for round_ in self.rounds)
+
+    def refuse_in_switch(self, what: str) -> None:
+        """Raise ScheduleError if the schedule reduces inside a switch, which ``what`` (an
+        executor, an exporter) cannot do.
+
+        Args:
+          what: who refuses, for the message (e.g. "jaxcoll's XLA and Pallas executors").
+
+        Raises:
+          ScheduleError: a round has a :class:`ThroughSwitch` operation.
+        """
+        index = next((i for i, r in enumerate(self.rounds) if r.switched), None)
+        if index is not None:
+            raise ScheduleError(
+                f"{self.name}: round {index} reduces inside a switch "
+                f"({self.rounds[index].switched[0]}): {what} cannot run in-switch reduction "
+                "(NVLS: no ppermute, XLA or Pallas lowering has it); price it with "
+                "jaxcoll.cost or jaxcoll.simulate, or prove it with jaxcoll.verify")
 
     def __add__(self, other: "Schedule") -> "Schedule":
         layout = ("n_ranks", "n_chunks", "n_scratch")
@@ -549,6 +712,8 @@ class Schedule:
           The reversed :class:`Schedule`, with no collective; its input is where this one's
           output was, and the other way round.
         """
+        self.refuse_in_switch("Schedule.reversed")
+
         def back(t: Transfer) -> Transfer:
             return Transfer(t.dst, t.src, t.into, reduce, into=t.chunks)
 
@@ -581,8 +746,10 @@ class Schedule:
         scratch = f" (+{self.n_scratch} scratch)" if self.n_scratch else ""
         placed = "" if self.in_place else (f", input at chunk {self.input_at}, output at "
                                            f"{self.output_at}")
+        switch = ", {senders}->switch->{receivers}" if self.in_switch else ""
         header = (f"{self.name}: {self.n_ranks} ranks, {self.n_chunks} chunks{scratch}{placed}, "
-                  f"{self.n_rounds} rounds   (src->dst [chunks]{into}, '+' reduce, '=' copy)")
+                  f"{self.n_rounds} rounds   (src->dst [chunks]{into}{switch}, '+' reduce, "
+                  "'=' copy)")
         width = len(str(max(self.n_rounds - 1, 0)))
         lines = [header] + [f"  round {i:>{width}} | {r}" for i, r in enumerate(self.rounds)]
         return "\n".join(lines)
@@ -598,18 +765,39 @@ def _pairs(symmetry: Symmetry, dst: int) -> tuple[tuple[int, int], ...]:
 
 
 def _largest(symmetry: Symmetry | None, ids: tuple[int, ...]) -> int:
-    """The largest chunk id any rank moves where rank 0 moves ``ids`` (exactly)."""
+    """The largest chunk id any rank moves where rank 0 moves ``ids`` (exactly, without
+    moving them to every rank)."""
     if symmetry is None or symmetry.n_ranks == 1:
         return max(ids)
     if symmetry.kind == "xor":  # c ^ x over every x under the mask: at most c | mask
         return max(c | (symmetry.mask & (symmetry.n_ranks - 1)) for c in ids)
-    if symmetry.kind == "mirror":  # few rounds (Swing's): every rank's ids, as they are
-        return int(symmetry.chunk(np.array(ids)[:, None], np.arange(symmetry.n_ranks)).max())
-    # rank r moves c % m by stride·r: as r goes round, by every multiple of g = gcd(stride, m)
-    # (n strides close the cycle), so the largest is the top of c's block with c's residue mod g
+    if len(ids) > 8:  # many ids (Swing's halves, a grid's blocks): all at once in numpy
+        return int(_top(symmetry, np.array(ids, dtype=np.int64)).max())
+    return int(max(_top(symmetry, c) for c in ids))
+
+
+def _top(symmetry: Symmetry, c):
+    """The largest id that chunk id c (an int or a numpy array of them) moves to at any rank
+    under a "rotate", "mirror" or "grid" symmetry."""
     m = symmetry.modulus
-    g = gcd(symmetry.stride % m, m) or m
-    return max(c - c % m + m - g + c % m % g for c in ids)
+    block, a = c - c % m, c % m
+    if symmetry.kind == "grid":  # each level's coordinate moves by stride·r_l, r_l = 0..s_l-1:
+        top, place = block, 1  # by every multiple of gcd(stride, s_l): the top of each level's
+        for size in reversed(symmetry.sizes):  # residue class, level by level (independent)
+            g = gcd(symmetry.stride % size, size) or size
+            top = top + (size - g + a // place % size % g) * place
+            place *= size
+        return top
+    # rank r moves c % m by stride·r: as r goes round, by every multiple of g = gcd(stride, m)
+    # (n strides close the cycle), so the largest is the top of c's block with c's residue
+    # mod g. Mirror: even r = 2j move a = c % m by 2j·stride, odd r = 2j + 1 move -a by
+    # (2j + 1)·stride, i.e. (stride - a) mod m by 2j·stride: j goes round (n/2 · 2·stride is
+    # n strides), so every multiple of g = gcd(2·stride, m) from a and from (stride - a) mod m.
+    if symmetry.kind != "mirror":
+        g = gcd(symmetry.stride % m, m) or m
+        return block + m - g + a % g
+    g = gcd(2 * symmetry.stride % m, m) or m
+    return block + m - g + np.maximum(a % g, (symmetry.stride - a) % m % g)
 
 
 def split_round(round_: Round) -> list[list[Transfer]]:

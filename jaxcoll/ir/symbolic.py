@@ -109,6 +109,13 @@ class _SymmetryAction:
     def _bitmask(self, ranks: int, g: int) -> int:
         """A bitmask of ranks moved by g: bit o to bit rank(o, g)."""
         kind, n = self.symmetry.kind, self.cells.n
+        if kind == "grid":  # bit o to bit rank(o, g), level by level: as bytes, through numpy
+            size = (n + 7) // 8
+            bits = np.unpackbits(np.frombuffer(ranks.to_bytes(size, "little"), np.uint8),
+                                 bitorder="little")
+            moved = np.zeros_like(bits)
+            moved[self.symmetry.rank(np.arange(n), g)] = bits[:n]
+            return int.from_bytes(np.packbits(moved, bitorder="little").tobytes(), "little")
         if kind == "xor":
             for b, low in enumerate(self.low_halves):
                 if g >> b & 1:  # swap each run of 2^b bits with its neighbour
@@ -236,9 +243,10 @@ def _run(schedule: Schedule, cells: _Sets | _Masks, record: Callable[[list], Non
         # Every transfer reads the state as it was before the round: a copy, if the round
         # writes a chunk that it reads (a swap, as in recursive doubling).
         sources = state
-        if not written.isdisjoint([src * width + c for src, _, chunks, _, _ in moves
-                                   for c in chunks]):
+        if round_.switched or not written.isdisjoint([src * width + c for src, _, chunks, _, _
+                                                      in moves for c in chunks]):
             sources = [row[:] for row in state]
+        switched = _through_switch(index, round_, sources, cells, written, width)
         for src, dst, chunks, reduce, into in moves:
             source, row = sources[src], state[dst]
             for c, d in zip(chunks, into):
@@ -260,9 +268,39 @@ def _run(schedule: Schedule, cells: _Sets | _Masks, record: Callable[[list], Non
                     raise ScheduleError(f"round {index}: {t} counts contributions twice into "
                                         f"rank {dst} chunk {d}: {sorted(twice)}")
                 row[d] = union
+        for rank, chunk, value in switched:
+            state[rank][chunk] = value
         if record:
             record(state)
     return state
+
+
+def _through_switch(index: int, round_: Round, sources: list[list], cells: _Sets | _Masks,
+                    written: set[int], width: int) -> list[tuple[int, int, object]]:
+    """(rank, chunk, value) every in-switch operation of the round writes: the senders' chunks
+    (as they were before the round) added up, at every receiver. Raises ScheduleError where a
+    sender holds no data, contributions would count twice, or a chunk is written twice."""
+    writes = []
+    for op in round_.switched:
+        for c in op.chunks:
+            value = None
+            for sender in op.senders:
+                held = sources[sender][c]
+                if not held:
+                    raise ScheduleError(f"round {index}: {op}: rank {sender} sends chunk {c} "
+                                        "into the switch before it holds any data for it")
+                value = held if value is None else cells.union(value, held)
+                if value is None:
+                    raise ScheduleError(f"round {index}: {op} counts contributions twice in "
+                                        f"chunk {c} (rank {sender}'s are already in the sum)")
+            for receiver in op.receivers:
+                cell = receiver * width + c
+                if cell in written:
+                    raise ScheduleError(f"round {index}: rank {receiver} chunk {c} is written "
+                                        f"twice in the round, once by {op}")
+                written.add(cell)
+                writes.append((receiver, c, value))
+    return writes
 
 
 def _moves(round_: Round) -> list[tuple[int, int, tuple[int, ...], bool, tuple[int, ...]]]:
@@ -376,10 +414,29 @@ def _check_promise(schedule: Schedule, cells: _Sets | _Masks, rank: int, held: l
 def _one_rank_symmetry(schedule: Schedule, promises: Promises) -> Symmetry | None:
     """The symmetry under which every rank's state is rank 0's moved (the rounds, the start and
     the promise all symmetric under it), or None."""
-    symmetry = _common_symmetry(schedule) if schedule.n_scratch == 0 else None
+    symmetry = (_common_symmetry(schedule)  # in-switch operations are every rank's, written out
+                if schedule.n_scratch == 0 and not schedule.in_switch else None)
     if symmetry is None or not _symmetric_start(schedule, symmetry):
         return None
     return symmetry if _symmetric_promises(promises, symmetry) else None
+
+
+def common_symmetry(schedule: Schedule) -> Symmetry | None:
+    """One symmetry under which the whole schedule is its own image, or None.
+
+    Every round's transfers are mapped onto the round's own and the chunk ids permuted by the
+    same action (rotate, mirror, grid: the rounds' own where they all move chunk ids alike;
+    xor: the first mask, most bits first, every round agrees with). What lets ``verify`` follow
+    rank 0 alone, and :mod:`jaxcoll.analysis.pipelined` price a few ranks for all.
+
+    Args:
+      schedule: a :class:`~jaxcoll.Schedule`.
+
+    Returns:
+      The :class:`~jaxcoll.Symmetry`, or None (a round written out or in-switch, kinds
+      mixed, or none found).
+    """
+    return None if schedule.in_switch else _common_symmetry(schedule)
 
 
 def _common_symmetry(schedule: Schedule) -> Symmetry | None:
@@ -394,7 +451,7 @@ def _common_symmetry(schedule: Schedule) -> Symmetry | None:
     if {(s.kind, s.n_ranks) for s in symmetries} != {(first.kind, n)}:
         return None
     if first.kind != "xor":
-        alike = len({(s.stride, s.modulus) for s in symmetries}) == 1
+        alike = len({(s.stride, s.modulus, s.sizes) for s in symmetries}) == 1
         return first if alike and _permutes_chunks(first, schedule.n_chunks) else None
     masks = sorted({s.mask & (n - 1) for s in symmetries}, key=int.bit_count, reverse=True)
     candidates = (Symmetry("xor", n, mask=mask) for mask in masks)

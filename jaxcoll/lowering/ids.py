@@ -39,6 +39,14 @@ class MirrorIds(NamedTuple):
     offset: np.ndarray
 
 
+class GridIds(NamedTuple):
+    """A "grid" table's arrays: ``offset + grid(base, rank)``, where grid moves each level's
+    coordinate of ``base`` by ``stride`` times the rank's (mod the level's size); ``base``,
+    ``offset`` (n_steps, n_moved) or one row each."""
+    base: np.ndarray
+    offset: np.ndarray
+
+
 class RowsIds(NamedTuple):
     """A "rows" table's arrays: ``rows`` (n_steps, n_taking, n_moved) of the taking-part
     ``ranks`` (n_taking,), ``default`` (n_steps, n_moved) for every other rank."""
@@ -52,8 +60,8 @@ class TableIds(NamedTuple):
     table: np.ndarray
 
 
-_ARRAYS = {"affine": AffineIds, "xor": XorIds, "mirror": MirrorIds, "rows": RowsIds,
-           "table": TableIds}
+_ARRAYS = {"affine": AffineIds, "xor": XorIds, "mirror": MirrorIds, "grid": GridIds,
+           "rows": RowsIds, "table": TableIds}
 
 
 @dataclass(frozen=True, eq=False)
@@ -63,6 +71,8 @@ class Ids:
     ``kind``: "affine": ``offset + (base + per_step * step + stride * rank) mod modulus``
     (rotations: rings, pairwise); "xor": ``base ^ (rank & mask)`` (recursive doubling,
     halving); "mirror": the affine form with ``base`` negated at odd ranks (Swing);
+    "grid": ``offset + grid(base, rank)``, each level's coordinate (of ``sizes``, row-major)
+    of ``base`` moved by ``stride`` times the rank's (hierarchical rings);
     "rows": ``rows[step, j]`` for rank ``ranks[j]``, ``default[step]`` for every other rank
     (rounds that few ranks take part in); "table": as it is. ``base``, ``stride``, ``offset``:
     (n_steps, n_moved), or one row each where ``per_step`` (1, n_moved) moves the ids from
@@ -77,10 +87,12 @@ class Ids:
     kind: str
     n_steps: int
     n_moved: int
-    arrays: AffineIds | XorIds | MirrorIds | RowsIds | TableIds
+    arrays: AffineIds | XorIds | MirrorIds | GridIds | RowsIds | TableIds
     modulus: int = 0
     first_only: bool = False
     mask: int = -1  # xor: ``base ^ (rank & mask)``
+    sizes: tuple[int, ...] = ()  # grid: the levels' sizes, outermost first
+    stride: int = 0  # grid: how far each coordinate moves per unit of the rank's
 
     def __post_init__(self):
         named = _ARRAYS[self.kind]
@@ -253,6 +265,25 @@ def _mirror_values(b: _Batch) -> np.ndarray:
     return offset + ((1 - 2 * (b.rank % 2)) * base + stride * b.rank) % b.per_item("modulus")
 
 
+def grid_moved(base, rank, sizes: tuple[int, ...], stride: int):
+    """``base`` (within a block of prod(sizes) ids) with each level's coordinate moved by
+    ``stride`` times ``rank``'s, mod the level's size (numpy arrays, or JAX's: traced)."""
+    moved, place = 0, 1
+    for size in reversed(sizes):
+        moved = moved + (base // place % size + stride * (rank // place % size)) % size * place
+        place *= size
+    return moved
+
+
+def _grid_values(b: _Batch) -> np.ndarray:
+    base, offset = b.stored("base"), b.stored("offset")
+    values = np.empty_like(base)
+    for i, ids in enumerate(b.ids):
+        at = b.item == i
+        values[at] = offset[at] + grid_moved(base[at], b.rank[at], ids.sizes, ids.stride)
+    return values
+
+
 def _rows_values(b: _Batch) -> np.ndarray:
     """A taking-part rank's own row, the default row elsewhere."""
     taking_part, starts, n_taking = b.packed("ranks")
@@ -280,7 +311,7 @@ def _table_values(b: _Batch) -> np.ndarray:
 
 
 _VALUES = {"affine": _affine_values, "xor": _xor_values, "mirror": _mirror_values,
-           "rows": _rows_values, "table": _table_values}
+           "grid": _grid_values, "rows": _rows_values, "table": _table_values}
 
 
 def compact(table: np.ndarray, first_only: bool = False, n_chunks: int = 0) -> Ids:

@@ -202,7 +202,7 @@ def _symmetric_sender_first(matching: Matching, n_ranks: int, symmetry: Symmetry
 
 def _symmetric_ids(rows: np.ndarray, first_only: bool, symmetry: Symmetry) -> Ids:
     """Every rank's ids from rank 0's (n_steps, n_moved) rows: affine for a rotation, xor,
-    mirror."""
+    mirror, grid."""
     n_steps, n_moved = rows.shape
     if first_only:
         rows = rows[:, :1]
@@ -211,6 +211,9 @@ def _symmetric_ids(rows: np.ndarray, first_only: bool, symmetry: Symmetry) -> Id
         return Ids("xor", arrays=int32s(rows), mask=symmetry.mask, **form)
     m = symmetry.modulus
     base, offset = rows % m, rows - rows % m
+    if symmetry.kind == "grid":  # each level's coordinate moved by the rank's (ids.py)
+        return Ids("grid", arrays=int32s(base, offset), modulus=m, sizes=symmetry.sizes,
+                   stride=symmetry.stride, **form)
     stride = np.full_like(rows, symmetry.stride % m)
     if symmetry.kind == "mirror":
         return Ids("mirror", arrays=int32s(base, stride, offset), modulus=m, **form)
@@ -225,8 +228,8 @@ def _contiguous_everywhere(rows: np.ndarray, symmetry: Symmetry) -> bool:
     first, length = rows[:, 0], rows.shape[1]
     if length == 1:
         return True
-    if symmetry.kind == "mirror":  # odd ranks' runs run backwards
-        return False
+    if symmetry.kind in ("mirror", "grid"):  # odd ranks' runs run backwards; a grid's
+        return False  # move splits a run where a level's coordinate wraps
     if symmetry.kind == "xor":  # runs of aligned powers of two that the mask leaves alone
         size = 1 << (length - 1).bit_length()
         return bool(np.all(first % size == 0)) and symmetry.mask & (size - 1) == 0

@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from jaxcoll.lowering.ids import Ids
+from jaxcoll.lowering.ids import Ids, grid_moved
 
 Combine = Callable[[jnp.ndarray, jnp.ndarray], jnp.ndarray]
 
@@ -44,6 +44,9 @@ def ids_at(ids: Ids, step, me):
         base, stride, offset = (at_step(arrays.base), at_step(arrays.stride),
                                 at_step(arrays.offset))
         row = offset + (jnp.where(me % 2 == 1, -base, base) + stride * me) % ids.modulus
+    elif ids.kind == "grid":  # each level's coordinate moved by the rank's
+        row = at_step(arrays.offset) + grid_moved(at_step(arrays.base), me, ids.sizes,
+                                                  ids.stride)
     elif ids.kind == "rows":  # the taking-part ranks' rows; everyone else the default
         if len(arrays.ranks) == 1:  # one rank's row, the default elsewhere
             mine, others = at_step(arrays.rows)[0], at_step(arrays.default)  # (kept,) each

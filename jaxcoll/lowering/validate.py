@@ -591,7 +591,7 @@ def _scheduled_at_rank_0(tables: list[_Table]) -> np.ndarray:
     return ids
 
 
-_FORMS = {"rotate": "affine", "xor": "xor", "mirror": "mirror"}  # a symmetry's Ids kind
+_FORMS = {"rotate": "affine", "xor": "xor", "mirror": "mirror", "grid": "grid"}  # its Ids
 
 
 def _moves_as_symmetry(tables: list[_Table], want: np.ndarray) -> None:
@@ -622,12 +622,29 @@ def _moves_as_symmetry(tables: list[_Table], want: np.ndarray) -> None:
         if ids.modulus != m:
             raise _Disagrees(f"{what} move modulo {ids.modulus}, the symmetry modulo {m}",
                              t.k)
+        if kind == "grid":
+            _grid_moves_as_symmetry(t, what, run)
+            continue
         if run:  # every rank's run must not wrap round its block (mirror: it runs backwards)
             g = gcd(t.symmetry.stride % m, m) or m
             if kind == "mirror" or (first % m % g + ids.n_moved > g).any():
                 raise _Disagrees(f"{what} are sliced as runs that some rank's move wraps", t.k)
         rotations.append(t)
     _strides_are_the_symmetrys(rotations)
+
+
+def _grid_moves_as_symmetry(t: _Table, what: str, run: bool) -> None:
+    """A grid's ids at rank r are ``offset + grid(base, r)``: rank 0's ``offset + base``
+    moved by r (``Symmetry.chunk``) where each offset is a multiple of m, each base in
+    0..m-1 and the sizes and stride are the symmetry's; a grid's move breaks runs."""
+    symmetry, ids, m = t.symmetry, t.ids, t.symmetry.modulus
+    if (ids.sizes, ids.stride) != (symmetry.sizes, symmetry.stride):
+        raise _Disagrees(f"{what} move on a grid of {ids.sizes} by stride {ids.stride}, the "
+                         f"symmetry on {symmetry.sizes} by {symmetry.stride}", t.k)
+    base, offset = np.asarray(ids.arrays.base), np.asarray(ids.arrays.offset)
+    if run or (offset % m != 0).any() or (base < 0).any() or (base >= m).any():
+        raise _Disagrees(f"{what} are not rank 0's ids moved within their blocks of {m}",
+                         t.k)
 
 
 def _strides_are_the_symmetrys(tables: list[_Table]) -> None:
