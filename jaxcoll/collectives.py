@@ -231,6 +231,7 @@ def _check_schedule(fn: str, primitive: str, schedule: Schedule) -> None:
         raise ValueError(f"jaxcoll.{fn}: algorithm={schedule!r} is a schedule for "
                          f"{schedule.collective or 'no primitive'!r}, not {primitive!r} (build it "
                          "with jaxcoll.schedule, or give Schedule its primitive)")
+    schedule.refuse_in_switch(f"jaxcoll.{fn}: jaxcoll's XLA and Pallas executors")
     try:
         _verified(schedule)
     except ScheduleError as error:

@@ -29,12 +29,15 @@ API_PAGES = {
     "jaxcoll.analysis.topology": ("chunk_bytes", "switch", "shared", "fully_connected", "ring",
                                   "torus", "nodes"),
     "jaxcoll.analysis.pipelined": ("default_slices", "run"),
+    "jaxcoll.analysis.protocols": ("Protocol", "named"),
     "jaxcoll.analysis.systems": ("dgx", "mi300x", "Gpu", "System", "cluster", "Published",
                                  "validation"),
     "jaxcoll.analysis.nccl": ("predict", "Prediction"),
     "jaxcoll.analysis.compression": ("compress_arg", "error_bound", "sum_of_block_maxima",
                                      "result_bound"),
     "jaxcoll.ir.per_rank": ("rounds", "as_soon_as_held"),
+    "jaxcoll.ir.families.nvls": ("allreduce", "reduce_scatter", "allgather"),
+    "jaxcoll.ir.schedules": ("ThroughSwitch",),
 }
 
 

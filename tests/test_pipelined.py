@@ -2,6 +2,7 @@
 than lock-step in one slice, the same where rounds strictly depend on each other, hand-derived
 closed forms in slices, and the arguments it refuses. No JAX: plain arithmetic."""
 
+import dataclasses
 import math
 
 import numpy as np
@@ -10,6 +11,7 @@ import pytest
 from jaxcoll.analysis import pipelined
 from jaxcoll.analysis.model import cost
 from jaxcoll.analysis.topology import nodes, ring, shared, simulate, switch
+from jaxcoll.analysis.topology import ring as ring_topology
 from jaxcoll.ir.families import SCHEDULES, build_schedule
 from jaxcoll.ir.records import RECORDS
 
@@ -169,6 +171,189 @@ def test_refused():
         simulate(allreduce, 1e6, topology, slices=2)
     with pytest.raises(ValueError, match="concurrent=False"):
         simulate(allreduce, 1e6, topology, runtime="pipelined", concurrent=False)
-    with pytest.raises(ValueError, match="prices at most"):
-        simulate(allreduce, 1e6, topology, runtime="pipelined",
-                 slices=pipelined.MAX_EVENTS // 24 + 1)  # 24 transfers
+    with pytest.raises(ValueError, match="prices at most"):  # 24 transfers, written out
+        simulate(allreduce.explicit(), 1e6, topology, runtime="pipelined",
+                 slices=pipelined.MAX_EVENTS // 24 + 1)
+
+
+def test_a_protocol_is_its_wire_bytes_latencies_and_step():
+    """protocol="LL"/"LL128" prices exactly as Simple on the topology with each link's β times
+    the protocol's bytes on the wire per byte of data and its α scaled by NCCL's ring step
+    latency over Simple's on that kind of link, in the protocol's steps; None is Simple."""
+    from jaxcoll.analysis import protocols
+
+    schedule = build_schedule("allreduce", "ring", 16)
+    two_nodes = nodes(2, 8, nvlink=(3.4e-6, 1 / 370e9), nic=(1e-5, 1 / 50e9))
+    assert two_nodes.link_kinds.count("net") == 2 * 2 * 8
+    for nbytes in (1 << 10, 1 << 20, 64 << 20):
+        simple = simulate(schedule, nbytes, two_nodes, runtime="pipelined")
+        assert simple.seconds == simulate(schedule, nbytes, two_nodes, runtime="pipelined",
+                                          protocol="simple").seconds
+        for name, wire, nvlink, net in (("LL", 2.0, .6 / 3.4, 2.7 / 14), ("ll128", 128 / 120,
+                                                                          1.9 / 3.4, 4 / 14)):
+            protocol = protocols.named(name)
+            assert protocol.wire == wire
+            scale = np.where(np.array(two_nodes.link_kinds) == "net", net, nvlink)
+            seen = dataclasses.replace(two_nodes, alpha=two_nodes.alpha * scale,
+                                       beta=two_nodes.beta * wire)
+            slices = pipelined.default_slices(nbytes / 16, protocol.step_bytes)
+            assert simulate(schedule, nbytes, two_nodes, runtime="pipelined",
+                            protocol=name).seconds == pytest.approx(
+                simulate(schedule, nbytes, seen, runtime="pipelined", slices=slices).seconds,
+                rel=1e-12)
+    # NCCL's buffers over its 8 steps: LL 32 KiB of data (half of each 16-byte line is flags),
+    # LL128 120 of each 128 bytes of 614,400, Simple 512 KiB
+    assert [protocols.BY_NAME[p].step_bytes for p in protocols.PROTOCOLS] == [
+        32768, 576000, 524288]
+    # LL wins a 1 KiB allreduce across two nodes (its steps' latency), LL128 a 64 MiB one (one
+    # slice a channel: still its latency), Simple a 256 MiB one (its bytes on the wire)
+    winners = [int(np.argmin([simulate(schedule, nbytes, two_nodes, runtime="pipelined",
+                                       protocol=p, channels=8).seconds
+                              for p in protocols.PROTOCOLS]))
+               for nbytes in (1 << 10, 64 << 20, 256 << 20)]
+    assert winners == [0, 1, 2]
+
+
+def test_protocols_refused_where_they_do_not_apply():
+    schedule = build_schedule("allreduce", "ring", 4)
+    links = switch(4, alpha=A, beta=B)
+    with pytest.raises(ValueError, match="protocol='LL' is for runtime='pipelined'"):
+        simulate(schedule, 1 << 20, links, protocol="LL")
+    with pytest.raises(ValueError, match=r"protocol='LL64', must be one of \('LL', 'LL128'"):
+        simulate(schedule, 1 << 20, links, runtime="pipelined", protocol="LL64")
+
+
+def _written_out(schedule, nbytes, topology, **kwargs):
+    """simulate pipelined with every rank's transfers (no group standing for all)."""
+    return simulate(schedule.explicit(), nbytes, topology, runtime="pipelined", **kwargs)
+
+
+@pytest.mark.parametrize("topology", [
+    nodes(4, 4, nvlink=(1e-6, 1e-9), nic=(1e-5, 4e-9)),  # a NIC per GPU
+    nodes(2, 8, nvlink=(3.4e-6, 1 / 370e9), nic=(1e-5, 1 / 50e9)),
+    switch(8, alpha=A, beta=B)], ids=["4x4", "2x8", "switch"])
+def test_a_group_stands_for_all_exactly(topology):
+    """Every registered schedule that is its own image under one symmetry (rings, xor, Swing's
+    mirror, the hierarchical grid) is priced at one node's ranks (a switch's: one rank) for all;
+    the times, every round's, every link's bytes and the busiest links equal every rank's
+    written out, where no two messages of a slice share a link."""
+    grouped = 0
+    for primitive, algorithm, schedule in _registered([topology.n]):
+        if SCHEDULES[primitive][algorithm].two_level:
+            if topology.period < 2:
+                continue
+            schedule = build_schedule(primitive, algorithm,
+                                      (topology.n // topology.period, topology.period))
+        placements = [topology.channel_ranks(c) for c in range(2)]
+        grouped += pipelined._group(schedule, topology, placements) is not None
+        for channels in (1, 2) if not RECORDS[primitive].rooted else (1,):
+            for nbytes in (1 << 10, 1 << 24):
+                group = simulate(schedule, nbytes, topology, runtime="pipelined",
+                                 channels=channels)
+                every = _written_out(schedule, nbytes, topology, channels=channels)
+                where = (primitive, algorithm, channels, nbytes)
+                assert group.seconds == pytest.approx(every.seconds, rel=1e-12), where
+                assert np.allclose(group.round_seconds, every.round_seconds), where
+                assert np.allclose(group.link_bytes(), every.link_bytes()), where
+                assert (group.busiest_link == every.busiest_link).all(), where
+                for k in {0, len(group.round_seconds) - 1} if len(group.round_seconds) else ():
+                    assert group.round_links(k) == pytest.approx(every.round_links(k)), where
+    assert grouped >= 15  # 18 on a switch, hierarchical too on nodes
+
+
+def test_where_gpus_share_a_nic_a_group_queues_in_its_own_order():
+    """Two GPUs per NIC: messages of one slice share a link, and a group queues them in its
+    ranks' order rather than all ranks' (the wrap-around differs): a tie-break, within 1%."""
+    shared_nics = nodes(4, 4, nvlink=(1e-6, 1e-9), nic=(1e-5, 4e-9), nics=2)
+    swing = build_schedule("allreduce", "swing", 16)
+    group = simulate(swing, 1 << 10, shared_nics, runtime="pipelined", channels=2).seconds
+    every = _written_out(swing, 1 << 10, shared_nics, channels=2).seconds
+    assert group != every and group == pytest.approx(every, rel=0.01)
+
+
+def test_a_group_needs_a_symmetric_schedule_and_grouped_topology():
+    """A schedule written out, in-switch or mixed, a topology with no groups (a ring of links),
+    xor on groups that are not a power of two, or channels that move ranks between groups:
+    every rank is priced."""
+    ring = build_schedule("allreduce", "ring", 12)
+    two_nodes = nodes(2, 6, nvlink=(1e-6, 1e-9), nic=(1e-5, 4e-9))
+    one = [two_nodes.channel_ranks(0)]
+    assert pipelined._group(ring, two_nodes, one)[0] == 6
+    assert pipelined._group(ring.explicit(), two_nodes, one) is None
+    assert pipelined._group(ring, ring_topology(12, alpha=A, beta=B), [np.arange(12)]) is None
+    crossing = [np.roll(np.arange(12), 3)]  # a channel that moves ranks across nodes
+    assert pipelined._group(ring, two_nodes, crossing) is None
+    doubling = build_schedule("allreduce", "halving_doubling", 8)
+    odd = nodes(2, 4, nvlink=(1e-6, 1e-9), nic=(1e-5, 4e-9))
+    assert pipelined._group(doubling, odd, [odd.channel_ranks(0)])[1].kind == "xor"
+    six = build_schedule("allreduce", "halving_doubling", 12)  # not symmetric under xor
+    assert pipelined._group(six, two_nodes, one) is None
+
+
+def test_a_32768_rank_ring_is_8_ranks_a_round():
+    """At 4,096 ranks (512 DGX nodes) a ring allreduce is priced pipelined with one node's 8
+    ranks' transfers a round (its state 8 ranks wide), in 8 channels; what bench/scale.py
+    runs at 32,768 ranks."""
+    from jaxcoll.analysis.systems import dgx
+    n = 4096
+    topology = dgx("h100", n // 8)
+    ring = build_schedule("allreduce", "ring", n)
+    placements = [topology.channel_ranks(c) for c in range(8)]
+    assert pipelined._group(ring, topology, placements)[0] == 8
+    rounds = pipelined._rounds(ring, 1, 8, pipelined._group(ring, topology, placements))
+    assert {len(r[1]) for r in rounds} == {8}
+    priced = simulate(ring, 256 << 20, topology, runtime="pipelined", channels=8)
+    # every GPU sends 2(n-1)/n·N; in one channel of 8 it is its node's last on the ring and
+    # sends through a NIC instead of its NVSwitch port
+    link_bytes = priced.link_bytes()
+    assert link_bytes[topology.link_names.index("gpu4095->nvswitch")] == \
+        pytest.approx(7 / 8 * 2 * (n - 1) / n * (256 << 20), rel=1e-12)
+    assert link_bytes[topology.link_names.index("node511.nic7->fabric")] == \
+        pytest.approx(1 / 8 * 2 * (n - 1) / n * (256 << 20), rel=1e-12)
+
+
+@pytest.mark.parametrize("topology", [
+    nodes(4, 4, nvlink=(1e-6, 1e-9), nic=(1e-5, 4e-9), nics=2, gamma=G),  # NICs shared
+    switch(8, alpha=A, beta=B, gamma=G)], ids=["4x4", "switch"])
+def test_lockstep_prices_a_group_for_all_exactly(topology, monkeypatch):
+    """Lock-step prices a symmetric round from one node's ranks (a switch's: one rank), links
+    standing for their like in every node: every registered schedule's times, busiest links
+    and every round's link bytes equal every rank's, matching by matching too."""
+    for primitive, algorithm, schedule in _registered([topology.n]):
+        if SCHEDULES[primitive][algorithm].two_level:
+            if topology.period < 2:
+                continue
+            schedule = build_schedule(primitive, algorithm, (4, 4))
+        for concurrent in (True, False):
+            for channels in (1, 2) if not RECORDS[primitive].rooted else (1,):
+                group = simulate(schedule, 1 << 20, topology, concurrent=concurrent,
+                                 channels=channels)
+                with monkeypatch.context() as patch:
+                    patch.setattr(pipelined, "group_period", lambda *args: 0)
+                    every = simulate(schedule, 1 << 20, topology, concurrent=concurrent,
+                                     channels=channels)
+                where = (primitive, algorithm, concurrent, channels)
+                assert group.seconds == pytest.approx(every.seconds, rel=1e-12), where
+                assert np.allclose(group.round_seconds, every.round_seconds, rtol=1e-12), where
+                assert (group.busiest_link == every.busiest_link).all(), where
+                assert np.allclose(group.link_bytes(), every.link_bytes()), where
+                assert all(group.round_links(k) == every.round_links(k)
+                           for k in range(len(group.round_seconds))), where
+
+
+def test_only_the_cells_touched_where_every_cell_would_not_fit(monkeypatch):
+    """Past MAX_CELLS the state holds only the cells some transfer reads or writes: the same
+    run (a binomial gather's n chunks at every rank, but a few touched); past it still, a
+    ValueError saying so."""
+    topology = nodes(4, 4, nvlink=(1e-6, 1e-9), nic=(1e-5, 4e-9))
+    for primitive, algorithm in (("gather", "binomial"), ("scatter", "naive")):
+        schedule = build_schedule(primitive, algorithm, 16)
+        dense = simulate(schedule, 1 << 22, topology, runtime="pipelined", slices=4)
+        monkeypatch.setattr(pipelined, "MAX_CELLS", 4 * 16 * schedule.buffer_chunks - 1)
+        touched = simulate(schedule, 1 << 22, topology, runtime="pipelined", slices=4)
+        assert touched.seconds == dense.seconds
+        assert np.array_equal(touched.round_seconds, dense.round_seconds)
+        monkeypatch.setattr(pipelined, "MAX_CELLS", 3)
+        with pytest.raises(ValueError, match="reads and writes .* cells"):
+            simulate(schedule, 1 << 22, topology, runtime="pipelined", slices=4)
+        monkeypatch.undo()

@@ -74,7 +74,11 @@ def cost(schedule: Schedule, nbytes: float, *, alpha: float, beta: float,
         α + k·c·β (+ k·c·γ if it reduces),
 
     where c is the chunk size and k the most chunks any one transfer of it moves; the
-    schedule's time is the sum over its ppermutes. The model prices with what it is handed:
+    schedule's time is the sum over its ppermutes. A round's in-switch operations
+    (:class:`~jaxcoll.ir.schedules.ThroughSwitch`, NVLS) are one more message: α (2α where
+    the sum passes through a ``via`` rank) + k·c·β, k the most chunks one rank's port carries
+    into the switch or from it that round (the switch adds: no γ); no executor of jaxcoll's
+    runs them. The model prices with what it is handed:
     nothing here is measured (:func:`jaxcoll.calibration` gives a machine's α, β, γ).
 
     Args:
@@ -135,8 +139,30 @@ def cost(schedule: Schedule, nbytes: float, *, alpha: float, beta: float,
                 sent[t.src] += len(t.chunks) * chunk if t.src != t.dst else 0.0
                 if t.reduce:
                     reduced[t.dst] += len(t.chunks) * chunk
+        if round_.switched:  # one multimem operation: α (twice through a via rank), and
+            up, down = _through_switch(round_.switched)  # the busiest port's bytes·β
+            trips = 2 if any(op.via is not None for op in round_.switched) else 1
+            seconds += trips * alpha + max(max(up.values()), max(down.values())) * chunk * beta
+            messages += 1
+            for rank, count in up.items():
+                sent[rank] += count * chunk  # the switch adds: no rank's γ
     return Cost(seconds, messages, every_sent + max(sent.values(), default=0.0),
                 every_reduced + max(reduced.values(), default=0.0), alpha, beta, gamma)
+
+
+def _through_switch(switched) -> tuple[Counter, Counter]:
+    """The chunks each rank sends up into the switch, and gets down from it, in one round's
+    in-switch operations."""
+    up, down = Counter(), Counter()
+    for op in switched:
+        for rank in op.senders:
+            up[rank] += len(op.chunks)
+        for rank in op.receivers:
+            down[rank] += len(op.chunks)
+        if op.via is not None:  # the sum down to it and up again
+            up[op.via] += len(op.chunks)
+            down[op.via] += len(op.chunks)
+    return up, down
 
 
 # ----------------------------------------------------------------------------- calibration

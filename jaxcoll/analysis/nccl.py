@@ -35,6 +35,7 @@ import functools
 import math
 from dataclasses import dataclass
 
+from jaxcoll.analysis.protocols import BASE_LAT, HW_LAT, PROTOCOLS
 from jaxcoll.analysis.systems import System
 from jaxcoll.ir.records import RECORDS
 
@@ -44,25 +45,11 @@ FUNCTIONS = ("allreduce", "allgather", "reduce_scatter", "broadcast", "reduce", 
 FUNC_ALLREDUCE, FUNC_GATHER, FUNC_ROOTED, FUNC_P2P = range(4)
 _KIND = dict(zip(FUNCTIONS, (FUNC_ALLREDUCE, FUNC_GATHER, FUNC_GATHER, FUNC_ROOTED, FUNC_ROOTED,
                              FUNC_P2P)))
-# NCCL's order, src/include/plugin/nccl_tuner.h NCCL_ALGO_* and NCCL_PROTO_* (ties go to the first)
+# NCCL's order, src/include/plugin/nccl_tuner.h NCCL_ALGO_* (ties go to the first); its
+# protocols and their latencies: jaxcoll/analysis/protocols.py
 ALGORITHMS = ("tree", "ring", "collnet_direct", "collnet_chain", "nvls", "nvls_tree", "pat")
-PROTOCOLS = ("LL", "LL128", "Simple")
 _GEN = {80: 1, 90: 2, 100: 3}  # tuning.cc compCapIndex: Volta 0, Ampere 1, Hopper 2, Blackwell 3
 
-# tuning.cc ncclTunerConstantsDefaults.baseLatencies, µs, per algorithm: (LL, LL128, Simple)
-BASE_LAT = {"tree": (6.8, 14.0, 8.4), "ring": (6.6, 14.0, 8.4), "collnet_direct": (0, 0, 0),
-            "collnet_chain": (0, 0, 0), "nvls": (0, 0, 0), "nvls_tree": (0, 0, 0),
-            "pat": (8.0, 8.0, 8.0)}
-# tuning.cc ncclTunerConstantsDefaults.hwLatencies, µs: [NVLINK, NET][algorithm][protocol] (its
-# PCI row is for nodes without NVLink, which cluster() does not describe)
-HW_LAT = {
-    "nvlink": {"tree": (.6, 1.25, 4.0), "ring": (.6, 1.9, 3.4), "collnet_direct": (0, 0, 3.7),
-               "collnet_chain": (0, 0, 2.8), "nvls": (0, 0, 25), "nvls_tree": (0, 0, 25),
-               "pat": (0, 0, 4.0)},
-    "net": {"tree": (5.0, 8.5, 14), "ring": (2.7, 4.0, 14.0), "collnet_direct": (0, 0, 31),
-            "collnet_chain": (0, 0, 30), "nvls": (0, 0, 18), "nvls_tree": (0, 0, 20.9),
-            "pat": (0, 0, 14)},
-}
 # tuning.cc ncclTunerConstantsDefaults, GB/s, [Volta, Ampere, Hopper, Blackwell][N1, N2, N4]
 # (nodes: 1, 2, more); llMaxBws' rows past one node are the CPU's: [Intel, AMD]
 LL_MAX_BWS = ((39.0, 39.0, 20.4), (87.7, 22.5, 19.0), (141.0, 45.0, 35.0), (282.0, 90.0, 70.0))

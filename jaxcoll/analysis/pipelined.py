@@ -2,8 +2,11 @@
 
 :func:`jaxcoll.analysis.topology.simulate` with ``runtime="pipelined"`` comes here (and
 makes the :class:`~jaxcoll.analysis.topology.Simulation`); this module knows only a
-topology's fields (``n``, ``alpha``, ``beta``, ``overhead``, ``routes``, ``link_names``), so
-it imports no other analysis module.
+topology's fields (``n``, ``alpha``, ``beta``, ``overhead``, ``routes``, ``link_names``,
+``switch_of``, ``switch_ports``, ``period``, ``link_orbit``), so it imports no other analysis
+module than :mod:`~jaxcoll.analysis.protocols` (Simple's step). A protocol (LL, LL128, Simple) reaches it
+as the topology seen through it (:meth:`~jaxcoll.analysis.topology.Topology.in_protocol`: β
+times the bytes on the wire, α as NCCL's latencies scale it) and its step as the slice.
 
 The model, exactly:
 
@@ -24,7 +27,31 @@ The model, exactly:
   time, not the sum over the route);
 - it arrives when its last link has carried it, + α of its route (latency, not occupancy)
   + (bytes it reduces) · γ; a local transfer (no link) when its inputs are ready, + γ;
+- a round's in-switch operations (:class:`~jaxcoll.ir.schedules.ThroughSwitch`, NVLS), slice
+  by slice after its transfers: one starts when its senders hold their chunks, every link it
+  crosses (the senders' up links, its ``via`` rank's down and up links, the receivers' down
+  links) carrying it from then, once free (cut through, as a route's links do); it arrives
+  when the last has, + α up (and through ``via``) and down;
 - the makespan is the last arrival.
+
+**A few ranks for all.** Where the schedule is its own image under one symmetry
+(:func:`jaxcoll.ir.symbolic.common_symmetry`: rotate, xor, mirror or grid, every round) and
+the topology's ranks come in groups that any permutation of the groups maps onto each other
+(``Topology.period``: :func:`~jaxcoll.analysis.topology.nodes`' nodes, a
+:func:`~jaxcoll.analysis.topology.switch`'s ranks), every group runs as group 0 does, moved:
+only group 0's ranks' transfers are priced, a cell written at rank x is kept as its image at
+rank x mod period, and a link stands for its like in every group
+(``Topology.link_orbit``). That is the same run (tested against every rank written out,
+every registered symmetric schedule) wherever no two messages of a round queue on one link;
+where they do (NICs shared by GPUs), they queue in rank order within a group rather than
+across all ranks, a tie-break (within 1% where tested). A 32,768-rank ring is then 8 ranks'
+transfers a round. (Lock-step ``simulate`` prices a symmetric round so too, exactly:
+:func:`jaxcoll.analysis.topology.simulate`.)
+
+How it is computed, the same run faster: a round in which no link carries two messages of a
+slice runs every slice at once (a link's k-th slice leaves it free at (k + 1)·b + max(F, max
+over j <= k of (input_j - j·b)), F when it was free before); rounds written out (not
+symmetric) are routed all at once; rounds of one shape share their routes.
 
 No buffer is reused too early: a transfer does not wait for a later round's reader of a chunk
 it overwrites (the runtime is assumed to have room), nor for its receiver to be ready.
@@ -44,28 +71,34 @@ import math
 
 import numpy as np
 
+from jaxcoll.analysis.protocols import BY_NAME
+from jaxcoll.ir.symbolic import common_symmetry
+
 # NCCL's Simple protocol moves data through a FIFO of NCCL_STEPS = 8 slots
 # (src/include/device.h) in a buffer of DEFAULT_BUFFSIZE = 1 << 22 = 4 MiB per connection
-# (src/init.cc): a step (stepSize = buffSize / NCCL_STEPS) is 512 KiB.
-STEP_BYTES = (1 << 22) // 8
+# (src/init.cc): a step (stepSize = buffSize / NCCL_STEPS) is 512 KiB (protocols.py).
+STEP_BYTES = BY_NAME["Simple"].step_bytes
 MAX_DEFAULT_SLICES = 64  # the default slices' cap (a slice is larger than a step above it)
-MAX_TRANSFERS = 1 << 20  # every rank's transfers, written out, at most
-MAX_EVENTS = 1 << 21  # transfers x slices x channels at most
+MAX_TRANSFERS = 1 << 22  # transfers priced (every rank's, or a group's standing for all)
+MAX_EVENTS = 1 << 26  # transfers x slices x channels at most
+MAX_CELLS = 1 << 25  # slices x channels x ranks held x chunks: when each cell is ready
 
 RUNTIMES = ("lockstep", "pipelined")
 
 
-def default_slices(chunk_bytes: float) -> int:
+def default_slices(chunk_bytes: float, step_bytes: int = STEP_BYTES) -> int:
     """The slices a chunk of ``chunk_bytes`` (one channel's) is cut into by default.
 
     Args:
       chunk_bytes: the bytes of one chunk of one channel.
+      step_bytes: the data one step of the protocol carries; default NCCL Simple's
+        (``STEP_BYTES``, 512 KiB).
 
     Returns:
-      The number of slices, an int, one per NCCL Simple step (``STEP_BYTES``, 512 KiB),
-      rounded up, at least 1 and at most ``MAX_DEFAULT_SLICES`` (64).
+      The number of slices, an int, one per step, rounded up, at least 1 and at most
+      ``MAX_DEFAULT_SLICES`` (64).
     """
-    return int(min(MAX_DEFAULT_SLICES, max(1, math.ceil(chunk_bytes / STEP_BYTES))))
+    return int(min(MAX_DEFAULT_SLICES, max(1, math.ceil(chunk_bytes / step_bytes))))
 
 
 def check_slices(slices) -> None:
@@ -82,22 +115,95 @@ def check_slices(slices) -> None:
                          "channel's buffer is cut into) or None for the default")
 
 
-def _rounds(schedule, slices: int, channels: int) -> list[tuple]:
+def _group(schedule, topology, placements) -> tuple[int, object] | None:
+    """(period, symmetry) where one group of ``period`` ranks stands for all (module
+    docstring, "A few ranks for all"), else None: the schedule is its own image under one
+    symmetry (:func:`jaxcoll.ir.symbolic.common_symmetry`) whose moves between ranks of the
+    same place in their groups map groups onto groups, on a topology with such groups
+    (``Topology.period``) whose channels place ranks within their groups alike."""
+    period = group_period(topology, placements, schedule.n_ranks)
+    symmetry = common_symmetry(schedule) if period else None
+    return (period, symmetry) if symmetry is not None and fits(symmetry, period) else None
+
+
+def group_period(topology, placements, n: int) -> int:
+    """The topology's ``period`` where its groups of ranks can stand for each other for n
+    ranks placed by ``placements`` (every channel keeps each rank in its group, alike in
+    every group), else 0."""
+    period = topology.period
+    if not period or topology.link_orbit is None or n % period or n == period:
+        return 0
+    ranks = np.arange(n)
+    for place in placements:
+        if not ((place // period == ranks // period).all()
+                and (place % period == place[ranks % period] % period).all()):
+            return 0
+    return period
+
+
+def fits(symmetry, period: int) -> bool:
+    """True where the symmetry's moves between ranks of one place in their groups of
+    ``period`` map groups onto groups: xor with a power-of-two period, mirror an even one,
+    grid whole trailing levels, rotate any."""
+    if symmetry.kind == "xor":
+        return not period & (period - 1)
+    if symmetry.kind == "mirror":
+        return period % 2 == 0
+    if symmetry.kind == "grid":
+        return period in np.cumprod(symmetry.sizes[::-1])
+    return True
+
+
+def _toward(symmetry, x: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """The symmetry's element (a rank) that moves rank x to rank q, elementwise."""
+    if symmetry.kind == "xor":
+        return x ^ q
+    if symmetry.kind == "grid":  # coordinate-wise q - x
+        sizes = np.array(symmetry.sizes)
+        return np.ravel_multi_index(tuple((np.array(np.unravel_index(q, sizes))
+                                           - np.array(np.unravel_index(x, sizes)))
+                                          % sizes[:, None]), sizes)
+    return (q - x) % symmetry.n_ranks
+
+
+def _rounds(schedule, slices: int, channels: int, group=None) -> list[tuple]:
     """Per round with a transfer, (round index, src, dst, reduce, count, reads, writes):
-    (t,) arrays of every rank's transfers, and (sender, chunk, transfer) / (receiver, chunk,
-    transfer) arrays of what each reads and writes. Raises ValueError past the limits."""
-    total = sum(len(round_) for round_ in schedule.rounds)
-    if (total > MAX_TRANSFERS or total * slices * channels > MAX_EVENTS
-            or slices * channels * schedule.n_ranks * schedule.buffer_chunks > MAX_EVENTS):
+    (t,) arrays of the ranks' transfers, and (sender, chunk, transfer) / (receiver, chunk,
+    transfer) arrays of the state's cells each reads and writes. Every rank's; with a
+    ``group`` (period, symmetry), the group's ranks' only, a cell written at rank x read as
+    its image at rank x mod period. Raises ValueError past the limits."""
+    n = schedule.n_ranks
+    period = n if group is None else group[0]
+    total = sum(len(round_.base) * (period if round_.symmetry else 1)
+                for round_ in schedule.rounds)
+    if total > MAX_TRANSFERS or total * slices * channels > MAX_EVENTS:
         raise ValueError(
             f"simulate(runtime='pipelined'): {schedule.name!r} has {total} transfers (every "
-            f"rank's) x {slices} slices x {channels} channels; the pipelined engine writes "
-            f"them out and prices at most {MAX_TRANSFERS} transfers and {MAX_EVENTS} transfers "
-            "x slices x channels: pass fewer slices or price it lock-step")
-    rounds = []
-    for index, round_ in enumerate(schedule.rounds):
+            f"rank's{'' if group is None else ' of a group standing for all'}) x {slices} "
+            f"slices x {channels} channels; the pipelined engine prices at most "
+            f"{MAX_TRANSFERS} transfers and {MAX_EVENTS} transfers x slices x channels: pass "
+            "fewer slices or price it lock-step")
+    rounds, shapes, index = [], {}, 0
+    while index < len(schedule.rounds):
+        round_ = schedule.rounds[index]
+        if group is not None and round_.base:  # a run of rounds of one shape at once
+            shape = _shape(round_)
+            run = 1
+            while (index + run < len(schedule.rounds) and schedule.rounds[index + run].base
+                   and _shape(schedule.rounds[index + run]) == shape):
+                run += 1
+            rounds += _group_rounds(index, schedule.rounds[index:index + run], group, shape,
+                                    shapes)
+            index += run
+            continue
+        index += 1
         transfers = round_.transfers
         if not transfers:
+            if round_.switched:
+                empty = np.zeros(0, dtype=np.int64)
+                rounds.append((index - 1, empty, empty, empty.astype(bool),
+                               empty.astype(float), (empty, empty, empty),
+                               (empty, empty, empty), None))
             continue
         src = np.array([t.src for t in transfers], dtype=np.int64)
         dst = np.array([t.dst for t in transfers], dtype=np.int64)
@@ -106,9 +212,109 @@ def _rounds(schedule, slices: int, channels: int) -> list[tuple]:
         owner = np.repeat(np.arange(len(transfers)), count.astype(np.int64))
         chunks = np.array([c for t in transfers for c in t.chunks], dtype=np.int64)
         into = np.array([c for t in transfers for c in t.into], dtype=np.int64)
-        rounds.append((index, src, dst, reduce, count, (src[owner], chunks, owner),
-                       (dst[owner], into, owner)))
+        rounds.append((index - 1, src, dst, reduce, count, (src[owner], chunks, owner),
+                       (dst[owner], into, owner), None))
     return rounds
+
+
+def _shape(round_) -> tuple:
+    """A symmetric round's shape, (symmetry, each base transfer's (dst, chunk count, reduce)):
+    rounds of one shape cross the same links and send from and to the same ranks."""
+    return round_.symmetry, tuple((t.dst, len(t.chunks), t.reduce) for t in round_.base)
+
+
+def _group_rounds(first: int, run, group, shape, shapes: dict) -> list[tuple]:
+    """:func:`_rounds`' tuples for a run of symmetric rounds of one ``shape``, the group's
+    ranks' transfers only (base transfer by base transfer, rank by rank), made from rank 0's
+    with numpy, all the run's rounds at once (``shapes`` keeps what rounds of a shape
+    share)."""
+    (period, common), symmetry = group, shape[0]
+    ranks = np.arange(period)
+    shared = shapes.get(shape)
+    if shared is None:
+        base = run[0].base
+        dst = np.concatenate([symmetry.rank(np.full(period, t.dst), ranks) for t in base])
+        count = np.repeat([float(len(t.chunks)) for t in base], period)
+        owner = np.repeat(np.arange(len(dst)), count.astype(np.int64))
+        receiver = dst[owner]
+        stand_in = receiver % period  # rank x's cell (x, c) is rank q's (q, chunk(c, x to q))
+        shared = shapes[shape] = (np.tile(ranks, len(base)), dst,
+                                  np.repeat([t.reduce for t in base], period), count,
+                                  owner, stand_in, _toward(common, receiver, stand_in))
+    src, dst, reduce, count, owner, stand_in, toward = shared
+    # (rounds, period·k) every round's ranks' chunk ids: base transfer by base transfer, rank
+    # by rank, chunk by chunk
+    chunks, into = (np.concatenate([
+        symmetry.chunk(np.array([getattr(r.base[b], ids) for r in run])[:, None, :],
+                       ranks[None, :, None]).reshape(len(run), -1)
+        for b in range(len(run[0].base))], axis=1) for ids in ("chunks", "into"))
+    into = common.chunk(into, toward[None, :])
+    return [(first + r, src, dst, reduce, count, (src[owner], chunks[r], owner),
+             (stand_in, into[r], owner), shape) for r in range(len(run))]
+
+
+def _switched(ops, topology, placements, piece: float, state: int, width: int,
+              overhead: np.ndarray) -> list[tuple]:
+    """Per in-switch operation and channel: (up links, down links, each up link's busy
+    seconds, each down link's, latency up, latency down, the flat state's cells its senders
+    read, those its receivers write) for one slice of ``piece`` bytes per chunk."""
+    prepared = []
+    for k, place in enumerate(placements):
+        for op in ops:
+            senders, receivers = place[list(op.senders)], place[list(op.receivers)]
+            domains = (None if topology.switch_of is None else
+                       set(topology.switch_of[np.r_[senders, receivers]].tolist()))
+            if domains is None or len(domains) != 1 or -1 in domains:
+                raise ValueError(f"simulate: {op} needs its ranks on one switch that reduces "
+                                 f"(NVLS); {topology.name!r} has "
+                                 f"{'none' if domains is None else 'them on ' + str(domains)}")
+            up, _ = topology.switch_ports(senders)
+            _, down = topology.switch_ports(receivers)
+            up, down = up[up >= 0], down[down >= 0]
+            through = (np.zeros(0, dtype=np.int64) if op.via is None else  # (down, up) of via
+                       np.concatenate(topology.switch_ports(place[[op.via]])[::-1]))
+            through = through[through >= 0]
+            nbytes = len(op.chunks) * piece
+            chunks = np.array(op.chunks)
+            reads = (k * state + np.array(op.senders)[:, None] * width + chunks).ravel()
+            writes = (k * state + np.array(op.receivers)[:, None] * width + chunks).ravel()
+            prepared.append((up, down, nbytes * topology.beta[up] + overhead[up],
+                             nbytes * topology.beta[down] + overhead[down],
+                             topology.alpha[up].max(initial=0.0),
+                             topology.alpha[down].max(initial=0.0), reads, writes, through,
+                             nbytes * topology.beta[through] + overhead[through],
+                             topology.alpha[through]))
+    return prepared
+
+
+def _switched_loads(switched, load: np.ndarray, messages: np.ndarray, topology,
+                    overhead: np.ndarray, slices: int) -> None:
+    """Add the bytes and messages of a round's in-switch operations (every slice) to ``load``
+    and ``messages``, (links,) each."""
+    for up, down, busy_up, busy_down, _, _, _, _, through, busy_through, _ in switched:
+        for ports, busy in ((up, busy_up), (down, busy_down), (through, busy_through)):
+            np.add.at(load, ports, (busy - overhead[ports]) / topology.beta[ports] * slices)
+            np.add.at(messages, ports, slices)
+
+
+def _run_switched(switched, ready: np.ndarray, free: np.ndarray) -> float:
+    """One slice of a round's in-switch operations, one after another: each starts when its
+    senders hold their chunks, every link it crosses (its senders' up links, a ``via`` rank's
+    down and up links, its receivers' down links) carrying it from then, once free (cut
+    through, as a transfer's route's links do here); it arrives when the last has, + α up,
+    through ``via`` and down. Updates ``ready`` and ``free``; returns the last arrival."""
+    latest = 0.0
+    for (up, down, busy_up, busy_down, alpha_up, alpha_down, reads, writes, through,
+         busy_through, alpha_through) in switched:
+        start = carried = ready[reads].max()
+        for links, busy in ((up, busy_up), (through, busy_through), (down, busy_down)):
+            for link, seconds in zip(links, busy):
+                free[link] = max(start, free[link]) + seconds
+                carried = max(carried, free[link])
+        arrival = carried + alpha_up + alpha_through.sum() + alpha_down
+        ready[writes] = np.maximum(ready[writes], arrival)
+        latest = max(latest, arrival)
+    return latest
 
 
 def run(schedule, chunk: float, topology, placements: list[np.ndarray], slices: int,
@@ -129,66 +335,317 @@ def run(schedule, chunk: float, topology, placements: list[np.ndarray], slices: 
       with no transfer); the schedule's indices of the rounds with a transfer; per such round
       how much later its last arrival (over every slice and channel) makes the end (the
       running latest arrival's increase: they sum to the makespan); its busiest link over the
-      run (bytes·β + overhead), an index into ``link_names``; its (links, bytes) arrays.
+      run (bytes·β + overhead), an index into ``link_names``; and its loads as
+      :class:`~jaxcoll.analysis.topology.Simulation` keeps them: (rounds,) each round's
+      pattern, the distinct patterns' (links, bytes) arrays, and where one node's links
+      stood for all, the (links,) link each link's bytes are those of (else None).
 
     Raises:
-      ValueError: more than ``MAX_TRANSFERS`` transfers written out, or more than
-        ``MAX_EVENTS`` transfers x slices x channels.
+      ValueError: more than ``MAX_TRANSFERS`` transfers priced, ``MAX_EVENTS`` transfers x
+        slices x channels or ``MAX_CELLS`` slices x channels x ranks held x chunks.
     """
     channels = len(placements)
-    n, width = schedule.n_ranks, schedule.buffer_chunks
+    group = None if schedule.in_switch else _group(schedule, topology, placements)
+    n = schedule.n_ranks if group is None else group[0]  # the ranks the state holds
+    width = schedule.buffer_chunks
     links = len(topology.link_names)
     overhead = (np.zeros(links) if topology.overhead is None
                 else np.asarray(topology.overhead, dtype=np.float64))
     piece = chunk / slices  # bytes of one chunk of one slice of one channel
-    prepared = []
-    for index, src, dst, reduce, count, reads, writes in _rounds(schedule, slices, channels):
+    prepared, crossing, routes = [], {}, {}  # how a round's messages cross links, by the
+    # round's shape and by their routes
+    rounds = _rounds(schedule, slices, channels, group)
+    written = _crossed_written_out(topology, placements, [  # rounds written out, all at once
+        (src, dst, reduce, count * piece) for index, src, dst, reduce, count, _, _, shape
+        in rounds if shape is None and len(src) and not schedule.rounds[index].switched],
+        gamma, overhead, slices)
+    for index, src, dst, reduce, count, reads, writes, shape in rounds:
         t = len(src)
+        switched = _switched(schedule.rounds[index].switched, topology, placements, piece,
+                             n * width, width, overhead)
+        if not t:  # in-switch operations alone
+            empty = np.zeros(0, dtype=np.int64)
+            prepared.append((index, empty, empty, empty, empty, None, None, None,
+                             _Queues.of(None, None, []),
+                             _loads(topology, overhead, slices, empty, empty, switched),
+                             switched))
+            continue
         # channel k's (rank, chunk) at k·n·width + rank·width + chunk in the flat state
-        read_at, read_of, write_at, write_of = (
-            np.concatenate([offset + k * step for k in range(channels)])
-            for offset, step in ((reads[0] * width + reads[1], n * width), (reads[2], t),
-                                 (writes[0] * width + writes[1], n * width), (writes[2], t)))
-        placed_src = np.concatenate([place[src] for place in placements])
-        placed_dst = np.concatenate([place[dst] for place in placements])
-        sent = np.tile(count * piece, channels)  # (t·channels,) bytes per slice
-        route = topology.routes(placed_src, placed_dst)
-        on = (route >= 0) & (placed_src != placed_dst)[:, None]
-        hop = np.where(on, route, 0)
-        busy = sent[:, None] * topology.beta[hop] + overhead[hop]  # (t, hops) on each link
-        latency = (np.where(on, topology.alpha[hop], 0.0).sum(axis=1)
-                   + np.tile(reduce, channels) * sent * gamma)  # α of the route + reducing
-        used = route[on]  # the links crossed, message by message in FIFO order
-        order = np.argsort(used, kind="stable")
-        first = np.r_[0, np.flatnonzero(np.diff(used[order])) + 1]
-        turn = np.empty(len(used), dtype=np.int64)  # the messages before it on its link
-        turn[order] = np.arange(len(used)) - np.repeat(first, np.diff(np.r_[first, len(used)]))
-        where = np.argwhere(on)  # (entries, 2): (message, hop) of each link crossed
-        turns = [where[turn == q] for q in range(int(turn.max(initial=-1)) + 1)]
-        load = np.bincount(used, weights=sent[where[:, 0]] * slices, minlength=links)
-        messages = np.bincount(used, minlength=links) * slices
-        starts = np.r_[0, np.flatnonzero(np.diff(read_of)) + 1]  # each transfer's first read
-        prepared.append((index, read_at, starts, write_at, write_of, route, busy, latency,
-                         turns, load, load * topology.beta + messages * overhead))
+        read_at, write_at = (_per_channel(cells[0] * width + cells[1], n * width, channels)
+                             for cells in (reads, writes))
+        crossed = crossing.get(shape) if shape is not None and not switched else None
+        if crossed is None:
+            read_of, write_of = (_per_channel(cells[2], t, channels) for cells in (reads, writes))
+            starts = np.r_[0, np.flatnonzero(np.diff(read_of)) + 1]  # each transfer's first
+            crossed = (starts, write_of, *(  # read, and where it writes
+                next(written) if shape is None and not switched else _crossing(
+                    topology, placements, group, src, dst, reduce, count * piece, gamma,
+                    overhead, slices, switched, routes)))
+            if shape is not None and not switched:
+                crossing[shape] = crossed
+        starts, write_of, *crossed = crossed
+        prepared.append((index, read_at, starts, write_at, write_of, *crossed, switched))
+    cells = channels * n * width
+    if slices * cells > MAX_CELLS and not schedule.in_switch:  # only the cells touched
+        prepared, cells = _touched(prepared, slices, schedule.name)
     free = np.zeros(links)  # when each link is next free
     last = np.zeros(len(prepared))  # each round's latest arrival
-    ready = np.zeros((slices, channels * n * width))  # when each slice's (channel, rank,
+    ready = np.zeros((slices, cells))  # when each slice's (channel, rank,
     for position, (_, read_at, starts, write_at, write_of, route, busy, latency,  # chunk) is
-                   turns, *_) in enumerate(prepared):  # there; round by round, slice by slice
-        for k in range(slices):
-            inputs = np.maximum.reduceat(ready[k][read_at], starts)  # (transfers,)
-            carried = inputs.copy()  # when its last link has carried it
-            for entries in turns:  # the q-th message on each link: the links all differ
-                message, step = entries[:, 0], entries[:, 1]
-                link = route[message, step]
-                free[link] = np.maximum(inputs[message], free[link]) + busy[message, step]
-                np.maximum.at(carried, message, free[link])
-            arrival = carried + latency
-            np.maximum.at(ready[k], write_at, arrival[write_of])
-            last[position] = max(last[position], arrival.max())
+                   queues, *_, switched) in enumerate(prepared):  # there; round by round, slice
+        if len(read_at) and not switched:  # every slice at once
+            last[position] = _all_slices(ready, free, read_at, starts, write_at, write_of,
+                                         route, latency, queues)
+            continue
+        for k in range(slices):  # by slice
+            if len(read_at):
+                inputs = np.maximum.reduceat(ready[k][read_at], starts)  # (transfers,)
+                carried = inputs.copy()  # when its last link has carried it
+                for entries in queues.turns:  # the q-th message on each link: the links all differ
+                    message, step = entries[:, 0], entries[:, 1]
+                    link = route[message, step]
+                    free[link] = np.maximum(inputs[message], free[link]) + busy[message, step]
+                    np.maximum.at(carried, message, free[link])
+                arrival = carried + latency
+                np.maximum.at(ready[k], write_at, arrival[write_of])
+                last[position] = max(last[position], arrival.max())
+            if switched:
+                last[position] = max(last[position], _run_switched(switched, ready[k], free))
     end = np.maximum.accumulate(last) if len(last) else last
     round_seconds = np.diff(end, prepend=0.0)
     rounds = np.array([p[0] for p in prepared], dtype=int)
-    busiest = np.array([int(np.argmax(p[10])) for p in prepared], dtype=int)
-    loads = [(np.flatnonzero(p[9]), p[9][np.flatnonzero(p[9])]) for p in prepared]
+    busiest = np.array([p[9][2] for p in prepared], dtype=int)
+    loads = _patterns([p[9][:2] for p in prepared], topology, group)
     return float(end[-1]) if len(end) else 0.0, rounds, round_seconds, busiest, loads
+
+
+def _crossing(topology, placements, group, src, dst, reduce, sent, gamma: float,
+              overhead: np.ndarray, slices: int, switched, routes: dict) -> tuple:
+    """How a round's messages (every channel's) cross their links: (route, busy, latency,
+    turns, loads): (m, hops) the links (with a ``group``, the links standing for them);
+    (m, hops) each link's busy seconds a slice; (m,) α of the route + reducing; per turn q
+    the (message, hop) pairs that are the q-th on their link; and :func:`_loads`. ``sent``:
+    (t,) each transfer's bytes a slice. Rounds whose messages cross the same links with as
+    many bytes share what ``routes`` keeps."""
+    channels = len(placements)
+    placed_src = np.concatenate([place[src] for place in placements])
+    placed_dst = np.concatenate([place[dst] for place in placements])
+    route = topology.routes(placed_src, placed_dst)
+    if group is not None:  # a link stands for its like in every group
+        route = topology.link_orbit(route)
+    on = (route >= 0) & (placed_src != placed_dst)[:, None]
+    key = (route.tobytes(), on.tobytes(), sent.tobytes(), reduce.tobytes())
+    crossed = routes.get(key) if not switched else None
+    if crossed is None:
+        crossed = _crossed(topology, route, on, np.tile(sent, channels),
+                           np.tile(reduce, channels), gamma, overhead, slices, switched)
+        if not switched:
+            routes[key] = crossed
+    return crossed
+
+
+def _crossed_written_out(topology, placements, rounds: list[tuple], gamma: float,
+                         overhead: np.ndarray, slices: int):
+    """:func:`_crossing`'s tuples of many rounds written out, (src, dst, reduce, sent) each,
+    computed all at once (their routes, each link's turns, their loads), one by one."""
+    if not rounds:
+        return iter(())
+    channels, links = len(placements), len(topology.link_names)
+    sizes = np.array([len(r[0]) for r in rounds]) * channels  # messages a round
+    ends = np.cumsum(sizes)
+    src, dst = (np.concatenate([place[r[k]] for r in rounds for place in placements])
+                for k in (0, 1))
+    sent = np.concatenate([np.tile(r[3], channels) for r in rounds])
+    reduce = np.concatenate([np.tile(r[2], channels) for r in rounds])
+    route = topology.routes(src, dst)
+    on = (route >= 0) & (src != dst)[:, None]
+    hop = np.where(on, route, 0)
+    busy = sent[:, None] * topology.beta[hop] + overhead[hop]  # (m, hops)
+    latency = np.where(on, topology.alpha[hop], 0.0).sum(axis=1) + reduce * sent * gamma
+    where = np.argwhere(on)  # (entries, 2): message, hop; in message order
+    owner = np.repeat(np.arange(len(rounds)), sizes)[where[:, 0]]  # each entry's round
+    used = route[on]
+    order = np.lexsort((used, owner))  # by round, then link, then message (stable)
+    key = owner[order] * links + used[order]
+    first = np.r_[0, np.flatnonzero(np.diff(key)) + 1]
+    turn = np.empty(len(used), dtype=np.int64)  # the messages before it on its link
+    turn[order] = np.arange(len(used)) - np.repeat(first, np.diff(np.r_[first, len(used)]))
+    entry_ends = np.searchsorted(owner, np.arange(1, len(rounds) + 1))
+    pairs = key[first]  # (round, link) pairs crossed, sorted
+    load = np.add.reduceat(sent[where[order, 0]] * slices, first) if len(first) else first
+    messages = np.diff(np.r_[first, len(used)]) * float(slices)
+    pair_busy = (load * topology.beta[pairs % links]
+                 + messages * overhead[pairs % links])
+    pair_ends = np.searchsorted(pairs // links, np.arange(1, len(rounds) + 1))
+    for k in range(len(rounds)):
+        m0, m1 = (ends[k - 1] if k else 0), ends[k]
+        e0, e1 = (entry_ends[k - 1] if k else 0), entry_ends[k]
+        p0, p1 = (pair_ends[k - 1] if k else 0), pair_ends[k]
+        local = where[e0:e1] - [m0, 0]
+        turns = ([local] if turn[e0:e1].max(initial=0) == 0 else
+                 [local[turn[e0:e1] == q] for q in range(int(turn[e0:e1].max()) + 1)])
+        busiest = int(pairs[p0 + np.argmax(pair_busy[p0:p1])] % links) if p1 > p0 else 0
+        yield (route[m0:m1], busy[m0:m1], latency[m0:m1],
+               _Queues.of(route[m0:m1], busy[m0:m1], turns),
+               (pairs[p0:p1] % links, load[p0:p1], busiest))
+
+
+def _crossed(topology, route, on, sent, reduce, gamma: float, overhead: np.ndarray,
+             slices: int, switched) -> tuple:
+    """:func:`_crossing`'s tuple for messages on ``route`` (where ``on``) of ``sent`` bytes a
+    slice."""
+    hop = np.where(on, route, 0)
+    busy = sent[:, None] * topology.beta[hop] + overhead[hop]  # (t, hops) on each link
+    latency = (np.where(on, topology.alpha[hop], 0.0).sum(axis=1)
+               + reduce * sent * gamma)  # α of the route + reducing
+    used = route[on]  # the links crossed, message by message in FIFO order
+    where = np.argwhere(on)  # (entries, 2): (message, hop) of each link crossed
+    order = np.argsort(used, kind="stable")
+    first = np.r_[0, np.flatnonzero(np.diff(used[order])) + 1]
+    if len(first) == len(used):  # every link carries one message
+        turns = [where]
+    else:
+        turn = np.empty(len(used), dtype=np.int64)  # the messages before it on its link
+        turn[order] = np.arange(len(used)) - np.repeat(first, np.diff(np.r_[first, len(used)]))
+        turns = [where[turn == q] for q in range(int(turn.max(initial=-1)) + 1)]
+    return (route, busy, latency, _Queues.of(route, busy, turns),
+            _loads(topology, overhead, slices, used, sent[where[:, 0]], switched))
+
+
+def _touched(prepared: list[tuple], slices: int, name: str) -> tuple[list[tuple], int]:
+    """The rounds with the state's cells renumbered to those some transfer reads or writes
+    (a cell never written is ready at 0 wherever it is read), and how many those are. Raises
+    ValueError past ``MAX_CELLS`` slices x cells."""
+    touched = np.unique(np.concatenate([a for p in prepared for a in (p[1], p[3])]))
+    if slices * len(touched) > MAX_CELLS:
+        raise ValueError(
+            f"simulate(runtime='pipelined'): {name!r} reads and writes {len(touched)} cells "
+            f"(channel, rank, chunk) x {slices} slices; the pipelined engine holds at most "
+            f"{MAX_CELLS}: pass fewer slices or price it lock-step")
+    return [(p[0], np.searchsorted(touched, p[1]), p[2], np.searchsorted(touched, p[3]),
+             *p[4:]) for p in prepared], len(touched)
+
+
+def _per_channel(offset: np.ndarray, step: int, channels: int) -> np.ndarray:
+    """``offset`` for channel 0, then + step for channel 1, ...: (channels·len(offset),)."""
+    if channels == 1:
+        return offset
+    return (offset[None, :] + step * np.arange(channels)[:, None]).ravel()
+
+
+class _Queues:
+    """A round's messages queued on its links, as :func:`_all_slices` reads them (the same for
+    every round of a shape): ``turns``, per turn q the (message, hop) pairs that are the q-th on
+    their link; each entry's message, hop and turn, the links used and each entry's row among
+    them, (links, 1, turns) the seconds each queued message keeps its link, and where every hop
+    of every message is an entry, the entries in (message, hop) order (else None)."""
+
+    __slots__ = ("turns", "message", "step", "turn", "links", "row", "each", "order")
+
+    @classmethod
+    def of(cls, route, busy, turns) -> "_Queues":
+        queues = cls()
+        queues.turns = turns
+        if not turns:
+            return queues
+        entries = np.concatenate(turns)  # (e, 2): message, hop, turn by turn
+        queues.message, queues.step = entries[:, 0], entries[:, 1]
+        queues.turn = np.repeat(np.arange(len(turns)), [len(t) for t in turns])
+        if len(turns) == 1:  # every entry on a link of its own
+            queues.links = route[queues.message, queues.step]
+            queues.row = np.arange(len(entries))
+        else:
+            queues.links, queues.row = np.unique(route[queues.message, queues.step],
+                                                 return_inverse=True)
+        queues.each = np.zeros((len(queues.links), 1, len(turns)))
+        queues.each[queues.row, 0, queues.turn] = busy[queues.message, queues.step]
+        queues.order = (np.lexsort((queues.step, queues.message))
+                        if len(entries) == route.size else None)
+        return queues
+
+
+def _carried(inputs: np.ndarray, done: np.ndarray, route: np.ndarray, q) -> np.ndarray:
+    """(slices, messages) when each message's last link has carried it: the latest of its
+    entries' ``done`` (slices, entries), or its input where it crosses no link."""
+    if q.order is not None:  # every hop of every message
+        return np.maximum(inputs, done[:, q.order].reshape(len(done), *route.shape).max(axis=2))
+    hops = np.full((len(done), *route.shape), -np.inf)  # (slices, messages, hops)
+    hops[:, q.message, q.step] = done
+    return np.maximum(inputs, hops.max(axis=2))
+
+
+def _all_slices(ready: np.ndarray, free: np.ndarray, read_at, starts, write_at, write_of,
+                route, latency, queues: _Queues) -> float:
+    """A round, every slice at once. A link carries its messages in (slice, turn) order, each
+    from when its input is ready and the link is free: F_i = max(input_i, F_(i-1)) + b_i, that
+    is C_i + max(F, max over j <= i of (input_j - C_(j-1))) with C the running sum of b and F
+    when the link was free before the round. Updates ``ready`` and ``free``; returns the
+    round's last arrival."""
+    inputs = np.maximum.reduceat(ready[:, read_at], starts, axis=1)  # (slices, transfers)
+    carried = inputs  # when its last link has carried it
+    if len(queues.turns) == 1:  # a message a link a slice: F_k = (k + 1)·b + max(F, max
+        q = queues  # over j <= k of (input_j - j·b))
+        link, each = q.links[q.row], q.each[q.row, 0, 0]  # (entries,)
+        k = np.arange(len(ready))[:, None]
+        done = (k + 1) * each + np.maximum(
+            free[link], np.maximum.accumulate(inputs[:, q.message] - k * each, axis=0))
+        free[link] = done[-1]
+        carried = _carried(inputs, done, route, q)
+    elif queues.turns:
+        q = queues
+        slices, depth = len(ready), len(q.turns)
+        given = np.full((len(q.links), slices, depth), -np.inf)  # (links, slices, turns)
+        given[q.row, :, q.turn] = inputs[:, q.message].T
+        each = np.broadcast_to(q.each, given.shape).reshape(len(q.links), -1)
+        ran = np.cumsum(each, axis=1)  # (links, slices·turns): C
+        done = ran + np.maximum(free[q.links][:, None], np.maximum.accumulate(
+            given.reshape(len(q.links), -1) - (ran - each), axis=1))
+        free[q.links] = done[:, -1]
+        done = done.reshape(len(q.links), slices, depth)[q.row, :, q.turn].T  # (slices, e)
+        carried = _carried(inputs, done, route, q)
+    arrival = carried + latency
+    written = arrival[:, write_of]  # (slices, writes)
+    order = np.argsort(write_at, kind="stable")
+    cells = write_at[order]
+    first = np.r_[0, np.flatnonzero(np.diff(cells)) + 1]  # each cell's first write
+    if len(first) < len(cells):  # a cell written twice in the round: its latest arrival
+        written = np.maximum.reduceat(written[:, order], first, axis=1)
+        cells = cells[first]
+    else:
+        written = written[:, order]
+    ready[:, cells] = np.maximum(ready[:, cells], written)
+    return float(arrival.max())
+
+
+def _loads(topology, overhead: np.ndarray, slices: int, used: np.ndarray, sent: np.ndarray,
+           switched) -> tuple[np.ndarray, np.ndarray, int]:
+    """A round's (links used, their bytes over every slice, its busiest link: bytes·β +
+    overhead): ``used`` the links its messages cross (one slice's), ``sent`` their bytes."""
+    if switched:  # few ranks (one switch's): counted on every link
+        links = len(topology.link_names)
+        load = np.bincount(used, weights=sent * slices, minlength=links).astype(float)
+        messages = np.bincount(used, minlength=links) * float(slices)
+        _switched_loads(switched, load, messages, topology, overhead, slices)
+        busy = load * topology.beta + messages * overhead
+        links_used = np.flatnonzero(load)
+        return links_used, load[links_used], int(np.argmax(busy))
+    links_used, which = np.unique(used, return_inverse=True)
+    load = np.bincount(which, weights=sent * slices, minlength=len(links_used))
+    busy = (load * topology.beta[links_used]
+            + np.bincount(which, minlength=len(links_used)) * slices * overhead[links_used])
+    return links_used, load, int(links_used[np.argmax(busy)]) if len(busy) else 0
+
+
+def _patterns(loads: list[tuple], topology, group) -> tuple:
+    """(rounds,) each round's pattern, the distinct (links, bytes) patterns, and with a
+    ``group`` the (links,) link each link's bytes are those of (else None)."""
+    index, patterns, pattern_of = {}, [], []
+    for links_used, load in loads:
+        key = (links_used.tobytes(), load.tobytes())
+        if key not in index:
+            index[key] = len(patterns)
+            patterns.append((links_used, load))
+        pattern_of.append(index[key])
+    like = (None if group is None
+            else topology.link_orbit(np.arange(len(topology.link_names))))
+    return np.array(pattern_of, dtype=int), patterns, like

@@ -41,11 +41,11 @@ def dgx(gpu: str = "h100", n_nodes: int = 1, nics: int = 8) -> Topology:
 
     Returns:
       The :func:`~jaxcoll.analysis.topology.nodes` topology of n_nodes x 8 ranks (NVLink α
-      3.4 µs, NIC α 10 µs).
+      3.4 µs, NIC α 10 µs; each node's NVSwitch reduces (NVLS) where the GPU's does: H100).
     """
     nvlink_gbs, nic_gbs = GPUS[gpu]
     return nodes(n_nodes, 8, nvlink=(NVLINK_ALPHA, 1 / (nvlink_gbs * 1e9)),
-                 nic=(NIC_ALPHA, 1 / (nic_gbs * 1e9)), nics=nics,
+                 nic=(NIC_ALPHA, 1 / (nic_gbs * 1e9)), nics=nics, nvls=SPECS[gpu].nvls,
                  name=f"{n_nodes} x DGX {gpu.upper()} ({nics} NICs per node)")
 
 
@@ -211,7 +211,7 @@ def cluster(gpu: str, n_nodes: int = 1, *, gpus_per_node: int = 8, nics: int = 8
                     cpu or spec.cpu)
     nvlink_alpha = 2.1e-6 if gpu == "mi300x" else NVLINK_ALPHA
     topology = nodes(n_nodes, gpus_per_node, nvlink=(nvlink_alpha, 1 / (system.nvlink_gbs * 1e9)),
-                     nic=(14e-6, 8 / (nic_gbps * 1e9)), nics=nics,
+                     nic=(14e-6, 8 / (nic_gbps * 1e9)), nics=nics, nvls=spec.nvls,
                      name=f"{n_nodes} x {gpus_per_node} {gpu.upper()} ({spec.fabric}; {nics} x "
                           f"{nic_gbps:g} Gb/s NICs per node{', SHARP' if sharp else ''})")
     return dataclasses.replace(topology, system=system)

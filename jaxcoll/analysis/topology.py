@@ -26,13 +26,14 @@ one host over loopback).
 
 from __future__ import annotations
 
+import functools
 import weakref
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 import numpy as np
 
-from jaxcoll.analysis import pipelined
+from jaxcoll.analysis import pipelined, protocols
 from jaxcoll.ir.records import RECORDS
 from jaxcoll.ir.schedules import Schedule, split_round
 
@@ -75,6 +76,18 @@ class Topology:
       system: the real system it describes (a :class:`jaxcoll.analysis.systems.System`, set
         by :func:`jaxcoll.analysis.systems.cluster`), which :func:`jaxcoll.analysis.nccl.predict`
         needs; None: not one.
+      switch_of: (n,) the switch each rank's port joins where that switch reduces (NVLS:
+        :class:`~jaxcoll.ir.schedules.ThroughSwitch` runs among ranks of one), -1 where none
+        does; None: no switch reduces.
+      link_kinds: (links,) "nvlink" or "net" for each link, which NCCL's protocols' latencies
+        tell apart (:func:`simulate`'s ``protocol``); None: every link "nvlink".
+      period: > 0 where the ranks come in groups of ``period`` (nodes) that every permutation
+        of the groups maps onto each other, links and all (rank x moved to group g's rank
+        x mod period), as on :func:`nodes` and :func:`switch`: the pipelined runtime then
+        prices a symmetric schedule at one group's ranks for all; 0: not known.
+      link_orbit: ``link_orbit(links)``: (k,) link indices to (k,) the index of the link that
+        stands for each under those permutations (group 0's; -1 stays -1); None where
+        ``period`` is 0.
     """
 
     name: str
@@ -90,6 +103,43 @@ class Topology:
     overhead: np.ndarray | None = None
     levels: tuple[int, ...] = ()
     system: object = None
+    switch_of: np.ndarray | None = None
+    link_kinds: tuple[str, ...] | None = None
+    period: int = 0
+    link_orbit: Callable[[np.ndarray], np.ndarray] | None = None
+
+    def in_protocol(self, protocol) -> "Topology":
+        """The topology as ``protocol`` (a :class:`jaxcoll.analysis.protocols.Protocol`) sees
+        it: every link's β times the protocol's bytes on the wire per byte of data, its α
+        (taken as Simple's) times NCCL's ring latency per step in the protocol over Simple's
+        on that kind of link."""
+        kinds = np.array(self.link_kinds or ("nvlink",) * len(self.link_names))
+        simple = protocols.BY_NAME["Simple"]
+        scale = np.ones(len(kinds))
+        for kind in np.unique(kinds):
+            scale[kinds == kind] = protocol.hop_latency(kind) / simple.hop_latency(kind)
+        return replace(self, alpha=self.alpha * scale, beta=self.beta * protocol.wire)
+
+    def switch_ports(self, ranks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(ranks,) the link each of ``ranks`` sends into its reducing switch by, and (ranks,)
+        the one it receives from it by: the first and last link of its route to and from
+        another rank of the switch (a switch of one rank: -1, no link)."""
+        if self.switch_of is None:
+            raise ValueError(f"{self.name!r} has no switch that reduces (NVLS): in-switch "
+                             "operations cannot run on it")
+        domain = self.switch_of[ranks]
+        if (domain < 0).any():
+            raise ValueError(f"{self.name!r}: rank {int(ranks[domain < 0][0])} is on no switch "
+                             "that reduces")
+        members = [np.flatnonzero(self.switch_of == d) for d in range(int(domain.max()) + 1)]
+        mate = np.array([next((int(m) for m in members[d] if m != r), r)
+                         for r, d in zip(ranks.tolist(), domain.tolist())], dtype=np.int64)
+        alone = mate == ranks
+        out, back = self.routes(ranks, mate), _packed(self.routes(mate, ranks))
+        last = np.maximum((back >= 0).sum(axis=1) - 1, 0)
+        up = np.where(alone, -1, out[:, 0])
+        down = np.where(alone, -1, back[np.arange(len(ranks)), last])
+        return up, down
 
     def route(self, src: int, dst: int) -> list[str]:
         """The names of the links a transfer from ``src`` to ``dst`` crosses."""
@@ -137,6 +187,11 @@ class Simulation:
         share one); read it with :meth:`link_bytes` and :meth:`round_links`.
       topology: the :class:`Topology` it was priced on (its name and links name the
         report's).
+      like: (links,) where one node's links stood for all (a symmetric round on nodes:
+        :mod:`jaxcoll.analysis.pipelined`), the link each link's bytes are those of; None:
+        every link as it is.
+      grouped: the patterns of ``loads`` that name only those standing links (every one
+        under ``runtime="pipelined"`` when ``like`` is set).
     """
 
     seconds: float
@@ -144,20 +199,29 @@ class Simulation:
     busiest_link: np.ndarray
     loads: tuple[np.ndarray, list[tuple[np.ndarray, np.ndarray]]] = field(repr=False)
     topology: Topology = field(repr=False)
+    like: np.ndarray | None = field(default=None, repr=False)
+    grouped: frozenset[int] | None = field(default=None, repr=False)
 
     def link_bytes(self) -> np.ndarray:
         """(links,) bytes each link carries over the whole run."""
         pattern_of, patterns = self.loads
         rounds = np.bincount(pattern_of, minlength=len(patterns))  # (patterns,)
-        total = np.zeros(len(self.topology.link_names))
-        for (links, nbytes), count in zip(patterns, rounds):
-            total[links] += count * nbytes
-        return total
+        total, standing = (np.zeros(len(self.topology.link_names)) for _ in range(2))
+        for index, ((links, nbytes), count) in enumerate(zip(patterns, rounds)):
+            (standing if self._stands(index) else total)[links] += count * nbytes
+        return total if self.like is None else total + standing[self.like]
+
+    def _stands(self, pattern: int) -> bool:
+        """True where a pattern's links stand for their like in every group."""
+        return self.like is not None and (self.grouped is None or pattern in self.grouped)
 
     def round_links(self, round_index: int) -> dict[str, float]:
         """The links busy in one round, with their bytes."""
         pattern_of, patterns = self.loads
         links, nbytes = patterns[pattern_of[round_index]]
+        if self._stands(pattern_of[round_index]):  # every link whose like is one of them
+            every = np.flatnonzero(np.isin(self.like, links))
+            links, nbytes = every, nbytes[np.searchsorted(links, self.like[every])]
         return {self.topology.link_names[k]: float(b) for k, b in zip(links, nbytes)}
 
     def __str__(self) -> str:
@@ -193,15 +257,21 @@ _PHASES: dict[tuple[int, bool], tuple] = {}  # (id(schedule), concurrent) -> (we
 
 def _phases(schedule: Schedule, concurrent: bool) -> list[tuple]:
     """Per round (or per matching), (pattern, arrays): ``arrays()`` gives the (src, dst, chunk
-    count, reduce) arrays of its transfers; phases of one ``pattern`` (not None) have the same
-    arrays (symmetric rounds that send as many chunks to the same partners). Cached per
-    schedule object (a 1024-rank ring has two million transfers)."""
+    count, reduce) arrays of its transfers and its in-switch operations; phases of one
+    ``pattern`` (not None) have the same arrays (symmetric rounds that send as many chunks to
+    the same partners). Cached per schedule object (a 1024-rank ring has two million
+    transfers). A round's in-switch operations are one phase with its transfers (they run at
+    the same time)."""
     key = (id(schedule), concurrent)
     cached = _PHASES.get(key)
     if cached is not None and cached[0]() is schedule:
         return cached[1]
     phases = []
     for round_ in schedule.rounds:
+        if round_.switched:
+            phases.append((None, lambda arrays=_arrays(round_.transfers), ops=round_.switched:
+                           (*arrays, ops)))
+            continue
         if round_.symmetry is not None:  # every rank r sends rank 0's transfers moved to r
             shapes = [(t.dst, len(t.chunks), t.reduce) for t in round_.base]
             groups = [shapes] if concurrent else [[shape] for shape in shapes]
@@ -218,9 +288,9 @@ def _phases(schedule: Schedule, concurrent: bool) -> list[tuple]:
 
 def _arrays(transfers) -> tuple[np.ndarray, ...]:
     """(src, dst, chunk count, reduce) arrays of ``transfers``."""
+    columns = list(zip(*[(t.src, t.dst, len(t.chunks), t.reduce) for t in transfers])) or [()] * 4
     return tuple(np.array(column, dtype=kind) for column, kind in
-                 zip(zip(*[(t.src, t.dst, len(t.chunks), t.reduce) for t in transfers]),
-                     (np.int64, np.int64, np.float64, bool)))
+                 zip(columns, (np.int64, np.int64, np.float64, bool)))
 
 
 def _spread(shapes, symmetry) -> tuple[np.ndarray, ...]:
@@ -234,7 +304,8 @@ def _spread(shapes, symmetry) -> tuple[np.ndarray, ...]:
 
 def simulate(schedule: Schedule, nbytes: float, topology: Topology, *,
              concurrent: bool = True, channels: int = 1, gamma: float | None = None,
-             runtime: str = "lockstep", slices: int | None = None) -> Simulation:
+             runtime: str = "lockstep", slices: int | None = None,
+             protocol: str | None = None) -> Simulation:
     """Predicted time of ``schedule`` on ``topology``, with contention on shared links.
 
     For a buffer of ``nbytes`` per rank (as :func:`jaxcoll.cost` counts it), round by round.
@@ -265,12 +336,20 @@ def simulate(schedule: Schedule, nbytes: float, topology: Topology, *,
         has ended everywhere, each paying its α) or ``"pipelined"`` (NCCL's and MSCCL's:
         the buffer in ``slices`` slices, each transfer of each slice crossing each of its
         links once its inputs have reached its sender and that link is free, α paid as
-        latency; the exact rules: :mod:`jaxcoll.analysis.pipelined`). Pipelined writes
-        symmetric rounds out and prices at most 2**20 transfers and 2**21 transfers x
-        slices x channels.
+        latency; the exact rules: :mod:`jaxcoll.analysis.pipelined`). Both price one node's
+        ranks for all where the schedule and the topology allow (a symmetric round, or
+        pipelined a symmetric schedule, on :func:`nodes` or a :func:`switch`), the same
+        numbers as every rank's transfers; pipelined prices at most 2**22 transfers, 2**26
+        transfers x slices x channels.
       slices: ``runtime="pipelined"`` only: the equal slices each channel's buffer is cut
-        into; None: one per 512 KiB of a channel's chunk (NCCL's Simple step: its 4 MiB
-        buffer over NCCL_STEPS = 8), 1 to 64.
+        into; None: one per step of the protocol's buffer in a channel's chunk (Simple's:
+        512 KiB, its 4 MiB buffer over NCCL_STEPS = 8), 1 to 64.
+      protocol: ``runtime="pipelined"`` only: NCCL's "LL", "LL128" or "Simple" (any case):
+        each link's β times its bytes on the wire per byte of data (2, 128/120, 1), its α
+        (the topology's is Simple's) times NCCL's ring step latency in the protocol over
+        Simple's on that kind of link (:attr:`Topology.link_kinds`; tuning.cc
+        hwLatencies: NVLink 0.6, 1.9, 3.4 µs; network 2.7, 4.0, 14 µs), and the default
+        slice its step (:mod:`jaxcoll.analysis.protocols`); None: Simple.
 
     Returns:
       A :class:`Simulation` — the total seconds, and per round its time, its busiest link
@@ -280,7 +359,7 @@ def simulate(schedule: Schedule, nbytes: float, topology: Topology, *,
       ValueError: the schedule's ranks are not the topology's; ``channels`` < 1;
         ``channels`` > 1 for a rooted collective (each channel's ranks are rotated, which
         would move its root); an unknown ``runtime``; ``slices`` not an int >= 1, or given
-        lock-step; ``concurrent=False`` pipelined; or past the pipelined engine's limits.
+        lock-step; an unknown ``protocol``, or one given lock-step; ``concurrent=False`` pipelined; or past the pipelined engine's limits.
 
     Examples:
       >>> import jaxcoll
@@ -311,6 +390,9 @@ def simulate(schedule: Schedule, nbytes: float, topology: Topology, *,
     if runtime == "lockstep" and slices is not None:
         raise ValueError(f"simulate: slices={slices!r} is for runtime='pipelined' (lock-step "
                          "runs the whole buffer in every round)")
+    if runtime == "lockstep" and protocol is not None:
+        raise ValueError(f"simulate: protocol={protocol!r} is for runtime='pipelined' (lock-step "
+                         "is jaxcoll's executor: XLA's collective-permutes, no NCCL protocol)")
     if runtime == "pipelined" and not concurrent:
         raise ValueError("simulate: concurrent=False is the lock-step executor's order (one "
                          "ppermute per matching); runtime='pipelined' needs concurrent=True")
@@ -318,16 +400,30 @@ def simulate(schedule: Schedule, nbytes: float, topology: Topology, *,
     chunk = chunk_bytes(schedule, nbytes) / channels
     placements = [topology.channel_ranks(c) for c in range(channels)]
     if runtime == "pipelined":
-        slices = pipelined.default_slices(chunk) if slices is None else slices
+        wire = protocols.named("Simple" if protocol is None else protocol, "simulate: protocol")
+        slices = pipelined.default_slices(chunk, wire.step_bytes) if slices is None else slices
         pipelined.check_slices(slices)
-        seconds, _, times, busiest, loads = pipelined.run(schedule, chunk, topology, placements,
-                                                          int(slices), gamma)
-        return Simulation(seconds, times, busiest, (np.arange(len(loads)), loads), topology)
+        seconds, _, times, busiest, (*loads, like) = pipelined.run(
+            schedule, chunk, topology.in_protocol(wire), placements, int(slices), gamma)
+        return Simulation(seconds, times, busiest, tuple(loads), topology, like)
     seen: dict = {}  # a phase's pattern -> its (time, busiest link, pattern index)
-    times, busiest, pattern_of, patterns = [], [], [], []
+    times, busiest, pattern_of, patterns, grouped = [], [], [], [], []
+    written = []  # (position, arrays) of the phases written out, priced all at once below
+    period = pipelined.group_period(topology, placements, schedule.n_ranks)
+    routed: dict = {}  # symmetric phases priced, by their routes and bytes
     for pattern, arrays in _phases(schedule, concurrent):
         priced = seen.get(pattern) if pattern is not None else None
-        if priced is None:
+        if priced is None and pattern is None and not _switched_in(arrays):
+            written.append((len(times), arrays()))
+            priced = (0.0, 0, -1)
+        elif priced is None and pattern is not None and period and pipelined.fits(
+                pattern[0], period):  # one group's ranks stand for all
+            took, link, used, load = _price_group(topology, placements, chunk, gamma,
+                                                  *pattern, period, routed)
+            grouped.append(len(patterns))
+            patterns.append((used, load))
+            priced = seen[pattern] = (took, link, len(patterns) - 1)
+        elif priced is None:
             took, link, load = _price(topology, placements, chunk, gamma, *arrays())
             used = np.flatnonzero(load)
             patterns.append((used, load[used]))
@@ -337,12 +433,116 @@ def simulate(schedule: Schedule, nbytes: float, topology: Topology, *,
         times.append(priced[0])
         busiest.append(priced[1])
         pattern_of.append(priced[2])
+    for (position, _), (took, link, used, load) in zip(written, _price_many(
+            topology, placements, chunk, gamma, [arrays for _, arrays in written])):
+        times[position], busiest[position] = took, link
+        pattern_of[position] = len(patterns)
+        patterns.append((used, load))
+    like = topology.link_orbit(np.arange(len(topology.link_names))) if grouped else None
     return Simulation(float(np.sum(times)), np.array(times), np.array(busiest, dtype=int),
-                      (np.array(pattern_of, dtype=int), patterns), topology)
+                      (np.array(pattern_of, dtype=int), patterns), topology, like,
+                      frozenset(grouped))
+
+
+def _price_group(topology: Topology, placements, chunk: float, gamma: float, symmetry,
+                 shapes, period: int, routed: dict) -> tuple[float, int, np.ndarray, np.ndarray]:
+    """:func:`_price` of a symmetric phase from one group's ranks' transfers: (seconds, its
+    busiest link, group 0's links it loads, their bytes: each standing for its like in every
+    group). Every group's transfers are group 0's moved, on links moved alike: the same loads
+    and times (what ``pipelined`` relies on too). ``routed`` keeps the phases priced so far
+    by their routes and bytes (one :func:`simulate`'s)."""
+    ranks = np.arange(period)
+    src = np.tile(ranks, len(shapes))
+    dst = np.concatenate([symmetry.rank(np.full(period, d), ranks) for d, _, _ in shapes])
+    count = np.repeat([float(k) for _, k, _ in shapes], period)
+    reduce = np.repeat([r for _, _, r in shapes], period)
+    src, dst = (np.concatenate([place[ranks_] for place in placements])
+                for ranks_ in (src, dst))
+    sent = np.tile(count * chunk, len(placements))
+    reduce = np.tile(reduce, len(placements))
+    route = topology.link_orbit(topology.routes(src, dst))
+    on = (route >= 0) & (src != dst)[:, None]
+    key = (route.tobytes(), on.tobytes(), (dst % period).tobytes(), sent.tobytes(),
+           reduce.tobytes())
+    if key not in routed:  # else another phase on the same links, as much on each
+        routed[key] = _price_routed(topology, route, on, sent, reduce, dst % period, period,
+                                    gamma)
+    return routed[key]
+
+
+def _price_routed(topology: Topology, route, on, sent, reduce, place, period: int,
+                  gamma: float) -> tuple:
+    """:func:`_price_group`'s tuple for messages on ``route`` (where ``on``) of ``sent`` bytes
+    to ranks at ``place`` in their groups."""
+    used, which = np.unique(route[on], return_inverse=True)  # the links, sorted
+    load = np.bincount(which, weights=np.broadcast_to(sent[:, None], route.shape)[on],
+                       minlength=len(used))
+    busy = load * topology.beta[used]
+    if topology.overhead is not None:
+        busy = busy + np.bincount(which, minlength=len(used)) * topology.overhead[used]
+    hop_busy = np.zeros(route.shape)
+    hop_busy[on] = busy[which]
+    # every rank receives as its group-0 like does: the transfers to ranks of its place
+    reduced = np.bincount(place, weights=reduce * sent, minlength=period)
+    took = (hop_busy.max(axis=1) + np.where(on, topology.alpha[np.where(on, route, 0)],
+                                            0.0).sum(axis=1) + reduced[place] * gamma)
+    kept = load > 0
+    return (float(took.max()), int(used[np.argmax(busy)]) if len(used) else 0, used[kept],
+            load[kept])
+
+
+def _switched_in(arrays) -> bool:
+    """True where a phase's ``arrays`` (a lambda of :func:`_phases`) holds in-switch
+    operations (they are made with them as a default argument)."""
+    defaults = getattr(arrays, "__defaults__", None) or ()
+    return any(isinstance(d, tuple) and d and hasattr(d[0], "receivers") for d in defaults)
+
+
+def _price_many(topology: Topology, placements, chunk: float, gamma: float,
+                phases: list[tuple]) -> list[tuple]:
+    """:func:`_price` of many phases of transfers at once (each round's time is its own): per
+    phase (seconds, busiest link, links used, their bytes)."""
+    if not phases:
+        return []
+    channels, links = len(placements), len(topology.link_names)
+    sizes = np.array([len(arrays[0]) for arrays in phases])
+    phase = np.tile(np.repeat(np.arange(len(phases)), sizes), channels)  # (t·channels,)
+    src, dst, count, reduce = (np.concatenate([arrays[k] for arrays in phases])
+                               for k in range(4))
+    src, dst = (np.concatenate([place[ranks] for place in placements]) for ranks in (src, dst))
+    sent = np.tile(count * chunk, channels)
+    reduce = np.tile(reduce, channels)
+    route = topology.routes(src, dst)  # (t, hops), -1 past a route's end
+    on = (route >= 0) & (src != dst)[:, None]
+    key = phase[:, None] * links + np.where(on, route, 0)  # (t, hops): (phase, link)
+    pairs, which = np.unique(key[on], return_inverse=True)  # sorted by phase, then link
+    load = np.bincount(which, weights=np.broadcast_to(sent[:, None], route.shape)[on],
+                       minlength=len(pairs))
+    busy = load * topology.beta[pairs % links]
+    if topology.overhead is not None:
+        busy = busy + np.bincount(which, minlength=len(pairs)) * topology.overhead[pairs % links]
+    hop_busy = np.zeros(route.shape)
+    hop_busy[on] = busy[which]
+    receivers, at = np.unique(phase * topology.n + dst, return_inverse=True)
+    reduced = np.bincount(at, weights=reduce * sent, minlength=len(receivers))[at]
+    took = (hop_busy.max(axis=1) + np.where(on, topology.alpha[np.where(on, route, 0)],
+                                            0.0).sum(axis=1) + reduced * gamma)
+    longest = np.full(len(phases), 0.0)
+    np.maximum.at(longest, phase, took)
+    pair_phase = pairs // links
+    bounds = np.searchsorted(pair_phase, np.arange(len(phases) + 1))
+    out = []
+    for k in range(len(phases)):
+        lo, hi = bounds[k], bounds[k + 1]
+        mine = slice(lo, hi)
+        link = int(pairs[lo + np.argmax(busy[mine])] % links) if hi > lo else 0
+        kept = load[mine] > 0
+        out.append((float(longest[k]), link, pairs[mine][kept] % links, load[mine][kept]))
+    return out
 
 
 def _price(topology: Topology, placements, chunk: float, gamma: float, src, dst, count,
-           reduce) -> tuple[float, int, np.ndarray]:
+           reduce, switched=()) -> tuple[float, int, np.ndarray]:
     """One phase on the topology: (seconds, its busiest link, (links,) bytes on each)."""
     channels = len(placements)
     src = np.concatenate([place[src] for place in placements])
@@ -358,9 +558,53 @@ def _price(topology: Topology, placements, chunk: float, gamma: float, src, dst,
         messages = np.bincount(route[on], minlength=len(topology.link_names))  # (links,)
         busy = busy + messages * topology.overhead
     reduced = np.bincount(dst, weights=reduce * sent, minlength=topology.n)  # (n,) by dst
+    if switched:
+        ports, sent, trips = switch_loads(topology, placements, chunk, switched)
+        up = ports >= 0
+        load = load + np.bincount(ports[up], minlength=len(topology.link_names),
+                                  weights=np.broadcast_to(sent[:, None], ports.shape)[up])
+        busy = load * topology.beta + (0.0 if topology.overhead is None else
+                                       np.bincount(np.r_[route[on], ports[up]],
+                                                   minlength=len(busy)) * topology.overhead)
+        switch_took = (np.where(up, busy[ports], 0.0).max(axis=1)  # (ops x ranks,)
+                       + np.where(up, topology.alpha[ports], 0.0).sum(axis=1) * trips)
     took = (np.where(on, busy[route], 0.0).max(axis=1)
             + np.where(on, topology.alpha[route], 0.0).sum(axis=1) + reduced[dst] * gamma)
-    return float(took.max()), int(np.argmax(busy)), load
+    if switched:
+        took = np.r_[took, switch_took]
+    return float(took.max(initial=0.0)), int(np.argmax(busy)), load
+
+
+def switch_loads(topology: Topology, placements, chunk: float, switched
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """In-switch operations on the topology: (m, 2) the up link and the down link of each
+    (operation, rank) pair, -1 where it has none (a sender that does not receive, a receiver
+    that does not send, a switch of one rank; an operation's ``via`` rank a pair more), (m,)
+    the bytes each carries, and (m,) its operation's trips through the switch (2 with a
+    ``via``: α twice). Raises ValueError where an operation's ranks are not all on one switch
+    that reduces."""
+    ups, downs, sent, trips = [], [], [], []
+    for place in placements:
+        for op in switched:
+            senders, receivers = place[list(op.senders)], place[list(op.receivers)]
+            via = place[[op.via]] if op.via is not None else senders[:0]
+            ranks = np.union1d(np.union1d(senders, receivers), via)
+            if topology.switch_of is None or len(set(topology.switch_of[ranks].tolist())) != 1:
+                domains = ("none" if topology.switch_of is None
+                           else sorted(set(topology.switch_of[ranks].tolist())))
+                raise ValueError(f"simulate: {op} needs its ranks on one switch that reduces "
+                                 f"(NVLS); on {topology.name!r} they are on switches {domains} "
+                                 "(-1: none)")
+            up, down = topology.switch_ports(ranks)
+            ups.append(np.where(np.isin(ranks, senders), up, -1))
+            downs.append(np.where(np.isin(ranks, receivers), down, -1))
+            if len(via):  # its ports carry the sum once more, each way
+                ups[-1], downs[-1] = (np.r_[column, ports[np.searchsorted(ranks, via)]]
+                                      for column, ports in ((ups[-1], up), (downs[-1], down)))
+            sent.append(np.full(len(ups[-1]), len(op.chunks) * chunk))
+            trips.append(np.full(len(ups[-1]), 2 if len(via) else 1))
+    return (np.stack([np.concatenate(ups), np.concatenate(downs)], axis=1),
+            np.concatenate(sent), np.concatenate(trips))
 
 
 # ----------------------------------------------------------------------------- presets
@@ -378,7 +622,7 @@ def _along_ring(start: np.ndarray, stop: np.ndarray, size: int, both_ways: bool 
 
 
 def switch(n: int, *, alpha: float, beta: float, gamma: float = 0.0,
-           name: str = "switch") -> Topology:
+           name: str = "switch", reduces: bool = False) -> Topology:
     """Every rank one full-duplex port (an up link and a down link) into a non-blocking switch.
 
     Args:
@@ -388,6 +632,8 @@ def switch(n: int, *, alpha: float, beta: float, gamma: float = 0.0,
       gamma: seconds per byte reduced (by the receiver, on top of its links' time); 0 leaves
         reductions free.
       name: what the topology is called in reports.
+      reduces: the switch adds what ranks send into it and multicasts the sum (NVLS), for
+        :class:`~jaxcoll.ir.schedules.ThroughSwitch`; default False.
 
     Returns:
       The :class:`Topology`, in which a message pays α in all and β per byte.
@@ -396,8 +642,11 @@ def switch(n: int, *, alpha: float, beta: float, gamma: float = 0.0,
     return Topology(name, n, names, np.full(2 * n, alpha / 2), np.full(2 * n, float(beta)),
                     lambda src, dst: np.stack([src, n + dst], axis=1), gamma,
                     assumptions=f"{n} ranks, one full-duplex port each into a non-blocking "
-                                f"switch; α={alpha:.3g} s per message, {1 / beta / 1e9:.4g} GB/s "
-                                "each way per port")
+                                f"switch{' that reduces (NVLS)' if reduces else ''}; "
+                                f"α={alpha:.3g} s per message, {1 / beta / 1e9:.4g} GB/s "
+                                "each way per port",
+                    switch_of=np.zeros(n, dtype=np.int64) if reduces else None, period=1,
+                    link_orbit=lambda links: np.where(links < 0, -1, links // n * n))
 
 
 def shared(n: int, *, alpha: float, beta: float, overhead: float = 0.0, gamma: float = 0.0,
@@ -547,7 +796,8 @@ def _packed(route: np.ndarray) -> np.ndarray:
 
 
 def nodes(n_nodes: int, gpus: int, *, nvlink: tuple[float, float], nic: tuple[float, float],
-          nics: int | None = None, gamma: float = 0.0, name: str = "") -> Topology:
+          nics: int | None = None, gamma: float = 0.0, name: str = "",
+          nvls: bool = False) -> Topology:
     """``n_nodes`` nodes of ``gpus`` GPUs (rank = node·gpus + gpu).
 
     Inside a node: a switch. Between nodes: GPU g sends and receives through its node's NIC
@@ -563,6 +813,8 @@ def nodes(n_nodes: int, gpus: int, *, nvlink: tuple[float, float], nic: tuple[fl
       gamma: seconds per byte reduced (by the receiver, on top of its links' time); 0 leaves
         reductions free.
       name: what the topology is called in reports; "": "{n_nodes} nodes x {gpus} GPUs".
+      nvls: each node's switch adds what its GPUs send into it and multicasts the sum
+        (NVLink SHARP), for :class:`~jaxcoll.ir.schedules.ThroughSwitch`; default False.
 
     Returns:
       The :class:`Topology` of n_nodes·gpus ranks, whose ``levels`` are (n_nodes, gpus).
@@ -591,4 +843,18 @@ def nodes(n_nodes: int, gpus: int, *, nvlink: tuple[float, float], nic: tuple[fl
                                 f"{1 / nv_beta / 1e9:.4g} GB/s per GPU each way, "
                                 f"α={nv_alpha:.3g} s; {nics} NICs per node at "
                                 f"{1 / nic_beta / 1e9:.4g} GB/s each way, α={nic_alpha:.3g} s, "
-                                "non-blocking fabric")
+                                "non-blocking fabric" + ("; NVLS in each node's switch" if nvls
+                                                         else ""),
+                    switch_of=np.arange(n) // gpus if nvls else None,
+                    link_kinds=("nvlink",) * (2 * n) + ("net",) * nic_links, period=gpus,
+                    link_orbit=functools.partial(_node_link_orbit, n, gpus, n_nodes * nics, nics))
+
+
+def _node_link_orbit(n: int, gpus: int, nic_links: int, nics: int, links: np.ndarray
+                     ) -> np.ndarray:
+    """:func:`nodes`' links to node 0's: a GPU's up and down links to GPU (its index in its
+    node)'s of node 0, a NIC's out and in links to the same NIC of node 0 (-1 stays -1)."""
+    gpu = links < 2 * n  # [0, n): up; [n, 2n): down; then NICs out, NICs in
+    base = np.where(gpu, links // n * n, 2 * n + (links - 2 * n) // nic_links * nic_links)
+    offset = np.where(gpu, links % n % gpus, (links - 2 * n) % nic_links % nics)
+    return np.where(links < 0, -1, base + offset)

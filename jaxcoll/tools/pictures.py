@@ -4,7 +4,9 @@ or a GIF with one frame a round; matplotlib).
 One panel per round, ranks as rows and chunks as columns. A cell is striped with the colour of
 every rank whose data it holds (one colour: a copy of that rank's chunk; all colours: the full
 reduction), grey if it holds nothing yet. Arrows are the round's transfers: solid for copies,
-dashed for reductions.
+dashed for reductions. A schedule that reduces inside a switch (NVLS,
+:class:`~jaxcoll.ir.schedules.ThroughSwitch`) has the switch as a column at the right, with
+arrows up into it and down from it.
 
 The same states as a page that steps through the rounds are :mod:`jaxcoll.tools.page`'s
 (:func:`~jaxcoll.tools.page.html`); the tutorials' figures are :mod:`jaxcoll.tools.figures`'; the
@@ -46,6 +48,7 @@ from jaxcoll.tools.palette import (  # noqa: F401 (MUTED, size_label: re-exporte
 )
 
 ARROW = "#111111"
+SWITCHED = "#7a3db8"  # in-switch reduction (NVLS): to and from the switch
 
 
 def _panel(ax, schedule: Schedule, state, round_index: int | None, colours) -> None:
@@ -71,7 +74,9 @@ def _panel(ax, schedule: Schedule, state, round_index: int | None, colours) -> N
                     start, end, arrowstyle="-|>", mutation_scale=10, linewidth=1.4, color=ARROW,
                     linestyle="--" if t.reduce else "-", connectionstyle="arc3,rad=0.35",
                     clip_on=False))  # a long arc (e.g. the ring's wrap-around) may bulge out
-    ax.set_xlim(-0.1, chunks)
+    if schedule.in_switch:
+        _switch(ax, schedule, round_index)
+    ax.set_xlim(-0.1, chunks + (1.6 if schedule.in_switch else 0))
     ax.set_ylim(-0.1, n)
     ax.set_xticks([c + 0.46 for c in range(chunks)], chunk_labels(schedule), fontsize=7)
     ax.set_yticks([n - 1 - r + 0.46 for r in range(n)], [f"rank {r}" for r in range(n)],
@@ -80,6 +85,30 @@ def _panel(ax, schedule: Schedule, state, round_index: int | None, colours) -> N
     for side in ax.spines.values():
         side.set_visible(False)
     ax.set_title("start" if round_index is None else f"round {round_index}", fontsize=9)
+
+
+def _switch(ax, schedule: Schedule, round_index: int | None) -> None:
+    """The switch as a column right of the chunks, and the round's in-switch operations as
+    arrows: from each sender's chunk up into it (dashed where it adds), from it down to each
+    receiver's chunk (solid)."""
+    from matplotlib.patches import FancyArrowPatch, Rectangle  # optional: jaxcoll[viz]
+
+    n, x = schedule.n_ranks, schedule.buffer_chunks + 0.9
+    ax.add_patch(Rectangle((x, 0), 0.5, n - 0.08, color=EMPTY))
+    ax.text(x + 0.25, n - 0.5, "switch", rotation=90, ha="center", va="top", fontsize=7)
+    if round_index is None:
+        return
+    for op in schedule.rounds[round_index].switched:
+        for c in op.chunks:
+            cells = [(rank, True) for rank in op.senders] + [(rank, False) for rank in
+                                                              op.receivers]
+            for rank, up in cells:
+                cell, port = (c + 0.46, n - 1 - rank + 0.46), (x, n - 1 - rank + 0.46)
+                start, end = (cell, port) if up else (port, cell)
+                ax.add_patch(FancyArrowPatch(
+                    start, end, arrowstyle="-|>", mutation_scale=7, linewidth=0.8,
+                    color=SWITCHED, linestyle="--" if up and op.reduces else "-",
+                    connectionstyle=f"arc3,rad={0.15 if up else -0.15}", clip_on=False))
 
 
 def _legend(schedule: Schedule, panels: list[int | None], history, colours) -> list:
@@ -100,6 +129,10 @@ def _legend(schedule: Schedule, panels: list[int | None], history, colours) -> l
         entries.append(Line2D([], [], color=ARROW, label="copy"))
     if True in kinds:
         entries.append(Line2D([], [], color=ARROW, linestyle="--", label="reduce (add into)"))
+    if any(schedule.rounds[index].switched for index in panels if index is not None):
+        entries.append(Line2D([], [], color=SWITCHED, linestyle="--",
+                              label="into the switch (adds)"))
+        entries.append(Line2D([], [], color=SWITCHED, label="from the switch"))
     return entries
 
 

@@ -75,8 +75,9 @@ def dump(schedule: Schedule, *, name: str | None = None, proto: str = "Simple",
 
     Raises:
       MscclError: if the schedule names no collective MSCCL has, is rooted elsewhere than
-        0, does not verify, cannot run the way ``inplace`` asks, or does not fit the
-        runtimes' limits (steps per threadblock, threadblocks per channel, ...).
+        0, does not verify, reduces inside a switch (NVLS: MSCCL's XML has no such step),
+        cannot run the way ``inplace`` asks, or does not fit the runtimes' limits (steps
+        per threadblock, threadblocks per channel, ...).
 
     >>> import jaxcoll
     >>> text = dump(jaxcoll.schedule("allreduce", "ring", 4))
@@ -92,6 +93,11 @@ def dump(schedule: Schedule, *, name: str | None = None, proto: str = "Simple",
     jaxcoll.ir.msccl.parsing.MscclError: msccl.dump: ... is rooted at 1; an MSCCL file names
     no root (the call does), and jaxcoll reads it as 0
     """
+    if schedule.in_switch:
+        try:
+            schedule.refuse_in_switch("msccl.dump (MSCCL's XML has no in-switch step)")
+        except ScheduleError as error:
+            raise MscclError(f"msccl.dump: {error}") from None
     if schedule.collective not in COLL_OF:
         raise MscclError(f"msccl.dump: {schedule!r} names no collective MSCCL has "
                          f"(collective={schedule.collective!r})")
