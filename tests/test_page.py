@@ -3,10 +3,12 @@ symbolic.states proves and the cost model's bytes and times; then driven in a re
 (headless Chromium through Playwright: keys, buttons, slider, play) with the network cut off."""
 
 import html as html_text
+import itertools
 import json
 import os
 import re
 from dataclasses import replace
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,7 @@ from jaxcoll.tools import pictures
 from jaxcoll.tools.cli import main
 from jaxcoll.ir.records import RECORDS
 from jaxcoll.ir.symbolic import ScheduleError, states
+from jaxcoll.ir.symbolic import promised as symbolic_promised
 from jaxcoll.analysis.systems import dgx
 from jaxcoll.analysis.topology import ring, torus
 from jaxcoll.ir.families import SCHEDULES as FAMILIES
@@ -99,6 +102,68 @@ def test_bytes_and_times_are_the_cost_models():
     assert sum(r["seconds"] for r in simulated["rounds"]) == pytest.approx(
         jaxcoll.simulate(schedule, MiB, on_links).seconds)
     assert on_links.name in simulated["model"]
+
+
+def test_each_rounds_alpha_and_beta_are_the_models_terms():
+    """Priced by the model, a round's α is its messages x α (jaxcoll.cost), the rest its β
+    and γ; simulated, its α is the round's time with β = γ = 0: on two DGX H100 a ring round
+    of 11.3 µs is 10 µs of α (the route's, through the NICs) and 1.3 µs of bytes."""
+    schedule = jaxcoll.schedule("allreduce", "halving_doubling", 8)
+    rounds = page_data(pictures.html(schedule, calibration=CALIBRATION).text)["rounds"]
+    for round_, row in zip(schedule.rounds, rounds):
+        alone = jaxcoll.cost(replace(schedule, rounds=(round_,)), MiB, alpha=CALIBRATION.alpha,
+                             beta=CALIBRATION.beta, gamma=CALIBRATION.gamma)
+        assert row["alpha_seconds"] == pytest.approx(alone.messages * CALIBRATION.alpha)
+        assert row["rest_seconds"] == pytest.approx(alone.seconds - row["alpha_seconds"])
+        assert row["rest_seconds"] > 0
+    ring16, two_nodes = jaxcoll.schedule("allreduce", "ring", 16), dgx("h100", 2)
+    rounds = page_data(pictures.html(ring16, topology=two_nodes).text)["rounds"]
+    nic = two_nodes.alpha[[two_nodes.link_names.index(name) for name in two_nodes.route(7, 8)]]
+    for row in rounds:
+        assert row["time_text"] == "11.3 µs" and row["alpha_text"] == "10 µs"
+        assert row["alpha_seconds"] == pytest.approx(nic.sum())  # the route's α
+        assert row["alpha_seconds"] + row["rest_seconds"] == pytest.approx(row["seconds"])
+
+
+@pytest.mark.parametrize("n", [5])
+def test_the_counter_ends_at_the_busiest_ranks_bytes_against_the_bound(n):
+    for schedule in all_schedules(n):
+        data = page_data(pictures.html(schedule, nbytes=MiB).text)
+        sent = [row["sent_so_far"] for row in data["rounds"]]
+        assert sent == sorted(sent)  # a running count
+        assert sent[-1] == pytest.approx(jaxcoll.cost(schedule, MiB, alpha=0, beta=0).bytes_sent)
+        assert data["bound"]["bytes"] == pytest.approx(jaxcoll.bounds(
+            schedule.collective, n, MiB, CALIBRATION).path_bytes)
+    ring_ = page_data(pictures.html(jaxcoll.schedule("allreduce", "ring", n)).text)["bound"]
+    assert ring_ == {"bytes": 2 * (n - 1) / n * MiB, "text": ring_["text"],
+                     "rule": "2(n-1)/n·N"}
+
+
+def partial_sums(schedule: Schedule, state) -> set:
+    """The cells holding a partial sum: in a reducing collective, those not holding what they
+    must end with that hold some chunk summed over 2 to n - 1 ranks."""
+    if not RECORDS[schedule.collective].reduces:
+        return set()
+    want, n = symbolic_promised(schedule), schedule.n_ranks
+    return {(r, c) for r, row in enumerate(state) for c, held in enumerate(row)
+            if want.get((r, c)) != held
+            and any(1 < sum(1 for _, k in held if k == chunk) < n for _, chunk in held)}
+
+
+def test_compare_must_be_a_schedule_of_the_same_collective_and_ranks():
+    ring8, naive8 = jaxcoll.schedule("allreduce", "ring", 8), jaxcoll.schedule("allreduce",
+                                                                                "naive", 8)
+    with pytest.raises(TypeError, match="compare must be a jaxcoll.Schedule"):
+        pictures.html(ring8, compare="naive")
+    with pytest.raises(ValueError, match=r"compare='ring reduce_scatter \+ ring allgather' "
+                                         "has 4 ranks, the schedule 8"):
+        pictures.html(ring8, compare=jaxcoll.schedule("allreduce", "ring", 4))
+    with pytest.raises(ValueError, match="is a reduce schedule, the schedule a allreduce one"):
+        pictures.html(ring8, compare=jaxcoll.schedule("reduce", "tree", 8))
+    data = page_data(pictures.html(ring8, compare=naive8, calibration=CALIBRATION).text)
+    assert data["name"] == ring8.name and data["compare"]["name"] == naive8.name
+    assert as_sets(data["compare"]["states"]) == as_sets(states(naive8))
+    assert page_data(pictures.html(ring8).text)["compare"] is None
 
 
 def test_no_times_unless_a_calibration_or_topology_is_named(tmp_path):
@@ -231,28 +296,61 @@ def arc_points(d: str, samples: int = 40) -> list:
 
 def crossed_ranks(view: dict, arc: dict, route: set) -> set:
     """The ranks (not on the arc's route) whose circle it passes through."""
+    points = arc_points(arc["d"])
     return {r for r, (x, y) in enumerate(view["places"]) if r not in route and any(
-        (px - x) ** 2 + (py - y) ** 2 < view["radius"] ** 2 for px, py in arc_points(arc["d"]))}
+        (px - x) ** 2 + (py - y) ** 2 < view["radius"] ** 2 for px, py in points)}
+
+
+# A shape per n for hierarchical (its levels' sizes; the other algorithms take n alone).
+SHAPES = {5: (5,), 8: (2, 4), 16: (4, 4)}
 
 
 def all_schedules(n: int):
+    """Every registered algorithm's schedule on n ranks (hierarchical on SHAPES[n])."""
     for primitive, algorithms in FAMILIES.items():
         for algorithm in algorithms:
-            if algorithm != "hierarchical":
-                yield jaxcoll.schedule(primitive, algorithm, n)
+            yield jaxcoll.schedule(primitive, algorithm,
+                                   SHAPES[n] if algorithm == "hierarchical" else n)
 
 
-@pytest.mark.parametrize("n", [5, 16])
+@cache
+def priced_pages(n: int) -> tuple:
+    """(schedule, page text) of every registered algorithm on n ranks, priced by CALIBRATION
+    (made once for the tests that read them)."""
+    return tuple((schedule, pictures.html(schedule, calibration=CALIBRATION).text)
+                 for schedule in all_schedules(n))
+
+
+def expected_layout(schedule: Schedule) -> str:
+    """The layout an algorithm is drawn in, by its name (the page goes by its structure); two
+    algorithms one after the other ("binomial scatter + ring allgather") on the circle."""
+    algorithms = {part.split()[0] for part in schedule.name.split(" + ")}
+    algorithm = algorithms.pop() if len(algorithms) == 1 else "two"
+    if algorithm == "hierarchical":
+        return "bands"
+    if algorithm in ("tree", "binomial", "chain", "double_tree"):
+        return "tree"
+    if algorithm in ("recursive_doubling", "halving", "halving_doubling", "doubling") \
+            and schedule.n_ranks in (4, 8, 16):
+        return "hypercube"
+    return "circle"
+
+
+@pytest.mark.parametrize("n", [5, 8, 16])
 def test_arcs_miss_the_ranks_they_do_not_join(n):
-    """On the circle, every transfer's arc of every schedule leaves every other rank's circle
-    (and the number in it) clear; along a ring's or torus's links, those its route passes."""
-    for schedule in all_schedules(n):
-        view = page_data(pictures.html(schedule).text)["view"]
-        assert view["layout"] == "circle" and not view["links"]  # a switch: nothing to draw
+    """In every algorithm's layout, every transfer's arc of every schedule leaves every other
+    rank's circle (and the number in it) clear, inside the view; along a ring's or torus's
+    links, those its route passes."""
+    for schedule, text in priced_pages(n):  # the view is the same priced or not
+        view = page_data(text)["view"]
+        assert view["layout"] == expected_layout(schedule), schedule.name
+        assert not view["links"]  # a switch: nothing to draw
         for round_ in view["rounds"]:
             for arc in round_["arcs"]:
                 assert not crossed_ranks(view, arc, {arc["src"], arc["dst"]}), (
                     schedule.name, arc["text"])
+                assert all(0 <= x <= view["width"] and 0 <= y <= view["height"]
+                           for x, y in arc_points(arc["d"])), (schedule.name, arc["text"])
     for links in (ring(n, alpha=1e-6, beta=1e-10), torus(4, 4, alpha=1e-6, beta=1e-10)):
         if links.n != n:
             continue
@@ -536,6 +634,253 @@ def test_at_16_ranks_no_arrow_crosses_a_rank_it_does_not_join(tab, tmp_path, art
         if k <= 3:
             tab.screenshot(path=str(artefacts / f"page-{name}-round-{k - 1}.png"),
                            full_page=True)
+    assert opened.close() == ([], [])
+
+
+# ----------------------------------------------------------------------------- every algorithm
+
+def parse_chunks(label: str, labels: list) -> list:
+    """An arrow's label read back: "a–c,f" -> [0, 1, 2, 5] (labels: the page's chunk names)."""
+    chunks = []
+    for part in label.split(","):
+        first, _, last = part.partition("–")
+        chunks += range(labels.index(first), labels.index(last or first) + 1)
+    return chunks
+
+
+def tree_pairs(schedule: Schedule) -> set:
+    """The (low, high) ranks a tree schedule's transfers join (a double tree's first tree:
+    those of chunk 0)."""
+    first = schedule.name.startswith("double_tree")
+    return {(min(t.src, t.dst), max(t.src, t.dst)) for r in schedule.rounds for t in r
+            if t.src != t.dst and (not first or 0 in t.chunks)}
+
+
+# What the sweep reads from a page, in one call a step (after stepping to step k, if given).
+SNAPSHOT = """k => {
+  if (k !== null) {
+    const slider = document.getElementById('slider');
+    slider.value = k;
+    slider.dispatchEvent(new Event('input'));
+  }
+  const all = (selector, read) => [...document.querySelectorAll(selector)].map(read);
+  const num = (e, name) => Number(e.getAttribute(name));
+  const counter = document.getElementById('counter');
+  return {
+    layout: document.getElementById('topology').dataset.layout,
+    places: all('#topology g.rank circle', c => [num(c, 'cx'), num(c, 'cy')]),
+    tree: all('#topology line.tree-edge', e => [Number(e.dataset.parent),
+                                                Number(e.dataset.child)]),
+    bands: all('#topology rect.band', b => [Number(b.dataset.node), num(b, 'x'), num(b, 'y'),
+                                            num(b, 'width'), num(b, 'height')]),
+    arrows: all('#topology g.transfer', g => {
+      const text = g.querySelector('text.chunk-label');
+      return [Number(g.dataset.src), Number(g.dataset.dst), g.dataset.chunks,
+              text.textContent, getComputedStyle(text).visibility];
+    }),
+    cells: all('g.cell', c => [Number(c.dataset.rank), Number(c.dataset.chunk),
+                               c.classList.contains('complete'),
+                               c.classList.contains('partial')]),
+    counter: [Number(counter.dataset.bytes), Number(counter.dataset.bound)],
+    bars: all('#axis g.round-bar', g => [Number(g.dataset.round),
+      num(g.querySelector('rect.span'), 'width'), num(g.querySelector('rect.alpha'), 'width')]),
+    scale: Number(document.getElementById('axis').dataset.scale),
+  };
+}"""
+
+
+def check_layout(seen: dict, schedule: Schedule) -> None:
+    """The ranks as the algorithm's layout places them, read from the drawn circles."""
+    n, kind = schedule.n_ranks, seen["layout"]
+    assert kind == expected_layout(schedule), schedule.name
+    at = dict(enumerate(map(tuple, seen["places"])))
+    if kind == "tree":  # the root alone on top; each other rank one row below its parent
+        pairs, rows = tree_pairs(schedule), sorted({y for _, y in at.values()})
+        assert [r for r in range(n) if at[r][1] == rows[0]] == [schedule.root]
+        for r in set(range(n)) - {schedule.root}:
+            above = [q for q in range(n) if (min(q, r), max(q, r)) in pairs
+                     and rows.index(at[q][1]) == rows.index(at[r][1]) - 1]
+            assert len(above) == 1, (schedule.name, r)  # its parent
+        assert all(abs(rows.index(at[a][1]) - rows.index(at[b][1])) == 1 for a, b in pairs)
+        assert {tuple(sorted(edge)) for edge in seen["tree"]} == pairs  # the edges drawn
+    elif kind == "hypercube":  # flipping bit k moves every rank by one vector, ±
+        steps = []
+        for k in range(n.bit_length() - 1):
+            moves = {(round(at[r ^ 1 << k][0] - at[r][0], 1),
+                      round(at[r ^ 1 << k][1] - at[r][1], 1)) for r in range(n) if not r >> k & 1}
+            assert len(moves) == 1 and moves != {(0.0, 0.0)}, (schedule.name, k, moves)
+            steps += moves
+        assert len(set(steps)) == len(steps)  # an axis per bit
+        assert all(_one_bit(t.src ^ t.dst) for r in schedule.rounds for t in r if t.src != t.dst)
+    elif kind == "bands":  # node m's ranks inside its band
+        per_node = SHAPES[n][-1]
+        assert len(seen["bands"]) == n // per_node
+        for node, x, y, w, h in seen["bands"]:
+            for r in range(node * per_node, (node + 1) * per_node):
+                assert x < at[r][0] < x + w and y < at[r][1] < y + h
+    else:  # round a circle
+        centre = [sum(p[i] for p in at.values()) / n for i in (0, 1)]
+        radii = [((x - centre[0]) ** 2 + (y - centre[1]) ** 2) ** 0.5 for x, y in at.values()]
+        assert max(radii) - min(radii) <= 1
+
+
+def _one_bit(x: int) -> bool:
+    return x > 0 and x & (x - 1) == 0
+
+
+def check_round(seen: dict, schedule: Schedule, k: int, history, labels: list) -> None:
+    """After round k: the arrows are its transfers, each labelled with the chunks it carries
+    (shown at n <= 8), the ticked cells those holding their result, the hatched ones the
+    partial sums."""
+    arrows = seen["arrows"]
+    want = sorted((t.src, t.dst, list(t.chunks)) for t in schedule.rounds[k])
+    assert sorted((src, dst, parse_chunks(label, labels)) for src, dst, _, label, _ in arrows) \
+        == want, (schedule.name, k)
+    assert sorted((src, dst, [int(c) for c in chunks.split(",")])
+                  for src, dst, chunks, _, _ in arrows) == want
+    shown = schedule.n_ranks <= 8 or len(schedule.rounds[k]) <= 24  # else on hover
+    assert {visible for *_, visible in arrows} <= {"visible" if shown else "hidden"}
+    state, want_done = history[k + 1], symbolic_promised(schedule)
+    assert {(r, c) for r, c, done, _ in seen["cells"] if done} == {
+        cell for cell, needed in want_done.items() if state[cell[0]][cell[1]] == needed}
+    assert {(r, c) for r, c, _, partial in seen["cells"] if partial} == partial_sums(
+        schedule, state)
+
+
+def check_axis(seen: dict, schedule: Schedule) -> None:
+    """Each round's bar as long as its priced time, its α part the model's messages x α."""
+    bars, scale = seen["bars"], seen["scale"]
+    assert [k for k, _, _ in bars] == list(range(schedule.n_rounds))
+    for (k, width, alpha), round_ in zip(bars, schedule.rounds):
+        priced = jaxcoll.cost(replace(schedule, rounds=(round_,)), MiB, alpha=CALIBRATION.alpha,
+                              beta=CALIBRATION.beta, gamma=CALIBRATION.gamma)
+        assert width == pytest.approx(priced.seconds * scale, rel=1e-6, abs=1e-6)
+        assert alpha == pytest.approx(priced.messages * CALIBRATION.alpha * scale, rel=1e-6,
+                                      abs=1e-6)
+
+
+@pytest.mark.parametrize("n", [5, 8, 16])
+def test_every_algorithm_in_its_layout_with_its_chunks_marks_counter_and_time(tab, tmp_path, n):
+    """Every registered algorithm at n ranks, one page each, in Chromium: its layout, and in
+    its first, middle and last rounds the arrows' chunks and the complete and partial cells;
+    at the end the counter (jaxcoll.cost's busiest rank against jaxcoll.bounds), and every
+    round on the time axis at its priced length, α apart."""
+    for index, (schedule, text) in enumerate(priced_pages(n)):
+        path = tmp_path / f"{index}.html"
+        path.write_text(text, encoding="utf-8")
+        opened = Opened(tab, path)
+        seen = tab.evaluate(SNAPSHOT, None)
+        check_layout(seen, schedule)
+        check_axis(seen, schedule)
+        history, labels = as_sets(states(schedule)), page_data(text)["labels"]
+        for k in sorted({0, schedule.n_rounds // 2, schedule.n_rounds - 1}):
+            seen = tab.evaluate(SNAPSHOT, k + 1)
+            check_round(seen, schedule, k, history, labels)
+        assert seen["counter"] == pytest.approx([  # after the last round
+            jaxcoll.cost(schedule, MiB, alpha=0, beta=0).bytes_sent,
+            jaxcoll.bounds(schedule.collective, n, MiB, CALIBRATION).path_bytes])
+        assert opened.close() == ([], []), schedule.name
+
+
+def lanes(tab) -> dict:
+    """{panel: [(round, width, data-seconds)]} of the time axis, its px per second, and the
+    playhead's x."""
+    bars = tab.eval_on_selector_all("#axis g.round-bar", """gs => gs.map(g => [
+        Number(g.dataset.panel), Number(g.dataset.round), Number(g.dataset.seconds),
+        Number(g.querySelector('rect.span').getAttribute('width')),
+        Number(g.querySelector('rect.span').getAttribute('x'))])""")
+    found = {}
+    for panel, k, seconds, width, x in bars:
+        found.setdefault(panel, []).append((k, seconds, width, x))
+    return found
+
+
+def test_two_schedules_side_by_side_share_one_time_axis(tab, tmp_path):
+    """ring against naive allreduce, priced: two panels side by side, one axis in one scale
+    (each round's bar its priced time x the same px per second), and each step a time where
+    one of them ends a round, each panel then after the rounds it has finished."""
+    ring8, naive8 = (jaxcoll.schedule("allreduce", name, 8) for name in ("ring", "naive"))
+    opened = Opened(tab, pictures.html(ring8, tmp_path / "two.html", calibration=CALIBRATION,
+                                       compare=naive8))
+    first, second = (tab.locator("section.panel").nth(k).bounding_box() for k in (0, 1))
+    assert tab.locator("section.panel").count() == 2
+    assert second["x"] >= first["x"] + first["width"] - 1 and abs(second["y"] - first["y"]) < 1
+    assert tab.text_content("#title") == f"{ring8.name} vs {naive8.name}"
+    scale, bars = float(tab.get_attribute("#axis", "data-scale")), lanes(tab)
+    ends = {}
+    for panel, schedule in enumerate((ring8, naive8)):
+        seconds = [jaxcoll.cost(replace(schedule, rounds=(r,)), MiB, alpha=CALIBRATION.alpha,
+                                beta=CALIBRATION.beta, gamma=CALIBRATION.gamma).seconds
+                   for r in schedule.rounds]
+        assert [k for k, *_ in bars[panel]] == list(range(schedule.n_rounds))
+        for (_, _, width, x), took, before in zip(bars[panel], seconds,
+                                                  itertools.accumulate([0.0] + seconds)):
+            assert width == pytest.approx(took * scale, rel=1e-6)  # one scale for both
+            assert x - bars[panel][0][3] == pytest.approx(before * scale, rel=1e-6, abs=1e-6)
+        ends[panel] = list(itertools.accumulate(seconds))
+    longest = max(ends[0][-1], ends[1][-1])
+    assert longest * scale == pytest.approx(760)  # the longer fills the axis
+    times = sorted(set(ends[0]) | set(ends[1]))
+    assert int(tab.get_attribute("#slider", "max")) == len(times)
+    for k, t in enumerate(times, start=1):
+        tab.keyboard.press("ArrowRight")
+        done = [int(v) for v in tab.get_attribute("#round", "data-done").split(",")]
+        assert done == [sum(end <= t * (1 + 1e-9) for end in ends[p]) for p in (0, 1)], k
+        head = float(tab.get_attribute("#playhead", "x1"))
+        assert head - bars[0][0][3] == pytest.approx(t * scale, rel=1e-6)
+    for grid, schedule in (("#grid", ring8), ("#grid-1", naive8)):
+        shown = {(int(r), int(c)): {tuple(map(int, p.split(":"))) for p in held.split()}
+                 for r, c, held in tab.eval_on_selector_all(
+                     f"{grid} g.cell", "cs => cs.map(c => [c.dataset.rank, c.dataset.chunk, "
+                                       "c.dataset.contributions])")}
+        assert shown == cells_of(states(schedule)[-1])
+    assert opened.close() == ([], [])
+
+
+def test_unpriced_rounds_take_equal_lengths_and_play_runs_the_axis(tab, tmp_path):
+    """Without a calibration or topology every round is one length and the page says so;
+    compared, the two schedules' k-th rounds end together. Play moves the playhead along."""
+    ring8, tree8 = (jaxcoll.schedule("allreduce", name, 8) for name in ("ring", "tree"))
+    opened = Opened(tab, pictures.html(ring8, tmp_path / "equal.html", compare=tree8))
+    assert "not priced" in tab.text_content("#axis-note")
+    assert tab.get_attribute("#axis", "data-priced") == "false"
+    widths = {round(width, 6) for bars in lanes(tab).values() for _, _, width, _ in bars}
+    assert len(widths) == 1  # every round alike, in both
+    assert int(tab.get_attribute("#slider", "max")) == ring8.n_rounds  # the longer's rounds
+    for k in range(1, ring8.n_rounds + 1):
+        tab.keyboard.press("ArrowRight")
+        assert tab.get_attribute("#round", "data-done") == f"{k},{min(k, tree8.n_rounds)}"
+    tab.click("#play")  # at the end: from the start
+    start = float(tab.get_attribute("#playhead", "x1"))
+    tab.wait_for_function("Number(document.getElementById('round').dataset.step) >= 2",
+                          timeout=15000)
+    tab.click("#play")
+    assert tab.get_attribute("#play", "data-playing") == "false"
+    assert float(tab.get_attribute("#playhead", "x1")) > start
+    assert opened.close() == ([], [])
+
+
+def test_dense_rounds_label_their_arrows_on_hover(tab, tmp_path):
+    """At n = 16 a round of more than 24 transfers (the bidirectional ring's 32) shows an
+    arrow's chunks when the pointer is on it; sparser rounds always show them."""
+    schedule = jaxcoll.schedule("allreduce", "bidirectional_ring", 16)
+    opened = Opened(tab, pictures.html(schedule, tmp_path / "dense.html"))
+    tab.keyboard.press("ArrowRight")
+    tab.locator("#topology").scroll_into_view_if_needed()
+    labels = tab.locator("#topology g.transfer text.chunk-label")
+    assert set(labels.evaluate_all("ts => ts.map(t => getComputedStyle(t).visibility)")) == {
+        "hidden"}
+    k, x, y = tab.evaluate("""() => {  // an arrow's middle where the pointer meets that arrow
+        const paths = [...document.querySelectorAll('#topology g.transfer path.arrow')];
+        for (const [k, p] of paths.entries()) {
+          const q = p.getPointAtLength(p.getTotalLength() / 2), m = p.getScreenCTM();
+          const [x, y] = [q.x * m.a + m.e, q.y * m.d + m.f];
+          if (document.elementFromPoint(x, y) === p) return [k, x, y];
+        }
+      }""")
+    label = labels.nth(k)
+    tab.mouse.move(x, y)
+    assert label.evaluate("t => getComputedStyle(t).visibility") == "visible"
     assert opened.close() == ([], [])
 
 
