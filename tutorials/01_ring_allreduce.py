@@ -36,7 +36,7 @@
 # | 02 | (1) AllGather and ReduceScatter are AllReduce's halves; (2) splitting "halves the communication"; (3) ReduceScatter alone is enough for sharded parameters |
 # | 03 | Broadcast: naive O(n), binary tree O(log n) and its pseudocode; Gather vs AllGather; merge small broadcasts |
 # | 04 | the missing figure; "AllReduce is the big brother, ReduceScatter and AllGather its hands" |
-# | 05 | "small messages: use a tree"; "the ring needs a lot of bandwidth" |
+# | 05_choosing_an_algorithm | "small messages: use a tree"; "the ring needs a lot of bandwidth" |
 #
 # Its five claims about AllReduce, checked here:
 #
@@ -320,9 +320,9 @@ print(f"busiest link busy for: naive {busy_naive:.2f} N, ring {busy_ring:.2f} N"
 #
 # That judges claim 2 against the root-based Reduce + Broadcast of section 3 only. A
 # **pipelined** one (a chain of ranks passing each of k pieces on as it arrives; notebooks 04
-# and 05; NCCL's tree allreduce is a pipelined Reduce + Broadcast on a tree) has every rank send
-# at most 2·N, near the ring's 1.75·N, and its busiest link's time falls towards 2·N as k grows:
-# not double. It pays in rounds, 2(n − 2 + k):
+# and 05_what_auto_picks; NCCL's tree allreduce is a pipelined Reduce + Broadcast on a tree) has
+# every rank send at most 2·N, near the ring's 1.75·N, and its busiest link's time falls towards
+# 2·N as k grows: not double. It pays in rounds, 2(n − 2 + k):
 
 # %%
 for k in (1, 8, 64):
@@ -375,16 +375,17 @@ for scale in (1 / 3, 3):
     print(f"  if α were {a * scale * 1e6:.0f} µs instead: N₄ = {lesson.size_label(N4_other)}")
 
 # %% [markdown]
-# `gpu.json`, the GPU numbers of notebooks 01 to 03, is **not a measurement** but an estimate for
-# 8 H100s on NVSwitch. Its 1/β = 370.8 GB/s is the effective NVLink bandwidth NCCL's own model
-# uses (18 links x 20.6 GB/s), as `jaxcoll.analysis.systems.dgx("h100")` in notebooks 05 and 06.
-# Its α = 15 µs per jaxcoll round (a `ppermute` launch and hop) is an assumption, larger than
-# NCCL's 3.4 µs ring step inside one kernel. N₄ is proportional to α, so without a measured α
-# (`jaxcoll.calibrate()` on the GPUs) the model cannot say at which size a real cluster sees 4x.
-# What it does say: "nearly 4x" is a point on a curve that rises from 1x for small messages to n =
-# 8x for large ones, not a property of the ring. The lecture gives no message size, so we cannot
-# tell where on the curve its A100 test was. (Another reading fits as well: a naive version whose
-# root receives and sends at the same time would have the byte ratio of section 7, n/2 = 4.)
+# `gpu.json`, the GPU numbers of notebooks 01 to 03, is **not a measurement** but an estimate
+# for 8 H100s on NVSwitch. Its 1/β = 370.8 GB/s is the effective NVLink bandwidth NCCL's own
+# model uses (18 links x 20.6 GB/s), as `jaxcoll.analysis.systems.dgx("h100")` in
+# 05_choosing_an_algorithm (section 4) and 06. Its α = 15 µs per jaxcoll round (a `ppermute`
+# launch and hop) is an assumption, larger than NCCL's 3.4 µs ring step inside one kernel. N₄ is
+# proportional to α, so without a measured α (`jaxcoll.calibrate()` on the GPUs) the model
+# cannot say at which size a real cluster sees 4x. What it does say: "nearly 4x" is a point on a
+# curve that rises from 1x for small messages to n = 8x for large ones, not a property of the
+# ring. The lecture gives no message size, so we cannot tell where on the curve its A100 test
+# was. (Another reading fits as well: a naive version whose root receives and sends at the same
+# time would have the byte ratio of section 7, n/2 = 4.)
 #
 # Now measure on the fake devices: jaxcoll's naive and ring, calls of the two alternating,
 # median of 10, at three sizes.
@@ -419,8 +420,9 @@ lesson.over_sizes(right, {"α-β model with cpu.json": (sizes[:16], [ratio(s, cp
 plt.show()
 
 # %% [markdown]
-# The two panels are kept apart on purpose: the right one is not evidence for the left one,
-# and cpu.json is a fit (notebook 05), so this run's distance from it tests nothing either.
+# The two panels are kept apart on purpose: the right one is not evidence for the left one, and
+# cpu.json is a fit (05_what_auto_picks, section 1), so this run's distance from it tests
+# nothing either.
 #
 # **What this timing measures, and what it cannot show.** It measures one process copying and
 # adding buffers on this machine's cores (printed above). Eight fake devices have no links, so
@@ -433,9 +435,10 @@ plt.show()
 # Claims 2 and 5 are judged on those; the real curve needs GPUs.
 #
 # The lecture adds that for small data the ring's 2(n − 1) start-ups dominate and a tree
-# (O(log n) rounds) is better (notebooks 03 and 05). The model's α and β terms of the
-# algorithms these notebooks compare (lg = log2 n; trees in one piece; β: the busiest link's
-# bytes, summed over rounds), each checked below against `jaxcoll.cost` of its schedule:
+# (O(log n) rounds) is better (notebooks 03 and 05_choosing_an_algorithm). The model's α and β
+# terms of the algorithms these notebooks compare (lg = log2 n; trees in one piece; β: the
+# busiest link's bytes, summed over rounds), each checked below against `jaxcoll.cost` of its
+# schedule:
 #
 # | collective | algorithm | α term | β term |
 # |---|---|---|---|

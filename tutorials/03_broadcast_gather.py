@@ -213,7 +213,8 @@ for n_ranks in range(1, 17):
 # In the α-β model (notebook 01) a tree sends the whole message in each round: the binomial
 # tree costs ceil(log2 n)·(α + N·β). For large messages that is far from the best a
 # broadcast can do; the large-message broadcasts (scatter + allgather, and the pipelined chain
-# NCCL uses) are in notebook 05, with the other choices between algorithms.
+# NCCL uses) are in 05_what_auto_picks (section 3), the other choices between algorithms in
+# 05_choosing_an_algorithm.
 #
 # The lecture's tip to merge small broadcasts is the α term: k broadcasts of N/k bytes pay
 # k·ceil(log2 n)·α, one merged broadcast pays it once (jaxcoll packs a pytree's leaves into
@@ -330,10 +331,10 @@ assert rows["allgather", "ring"][3] == rows["gather", "naive"][3] == (n - 1) / n
 # ## 7. Reduce and Scatter: the same trees, run backwards
 #
 # Play a broadcast's rounds in reverse order, turn every arrow around and make each copy an
-# *add*: data that fanned out from the root now flows into it, summed on the way: a
-# **reduce**. `Schedule.reversed(name, reduce=True)` does that, and jaxcoll's tree, binomial and
-# chain (the pipelined line of notebook 05) reduces *are* their broadcasts reversed. Without
-# the add, a scatter reversed is a **gather**.
+# *add*: data that fanned out from the root now flows into it, summed on the way: a **reduce**.
+# `Schedule.reversed(name, reduce=True)` does that, and jaxcoll's tree, binomial and chain (the
+# pipelined line of 05_what_auto_picks) reduces *are* their broadcasts reversed. Without the
+# add, a scatter reversed is a **gather**.
 
 # %%
 for n_ranks in range(1, 17):
@@ -356,7 +357,7 @@ lesson.show(jaxcoll.schedule("reduce", "binomial", 8))
 # messages: `reduce_scatter_gather` runs a ring ReduceScatter (every rank ends with its 1/n of
 # the sum, notebook 02), then a binomial Gather of those chunks into the root: about
 # 2(n − 1)/n·N on the busiest link instead of the tree's N per round. It is the mirror image of
-# the broadcast's scatter + allgather (notebook 05).
+# the broadcast's scatter + allgather (05_what_auto_picks, section 3).
 
 # %%
 REDUCES = ["naive", "tree", "binomial", "chain", "reduce_scatter_gather"]
@@ -384,8 +385,8 @@ print(f"reduce ({len(REDUCES)} algorithms): rank {ROOT} holds the sum {summed[RO
 # | Gather: only the root gets everything | yes; AllGather moves n times the bytes in the same α-β time (ring) |
 # | merge small broadcasts | the α term: paid once instead of k times |
 #
-# Not in the lecture: for large messages neither tree is best (notebook 05: scatter + allgather
-# and the pipelined chain).
+# Not in the lecture: for large messages neither tree is best (05_what_auto_picks, section 3:
+# scatter + allgather and the pipelined chain).
 #
 # ## Try it
 #

@@ -414,10 +414,10 @@ Markdown("\n".join(rows))
 # %% [markdown]
 # (Bold: at the bytes bound.) Every primitive has an algorithm at the rounds bound, all but
 # broadcast and reduce one at the bytes bound, and for allreduce none is at both: recursive
-# doubling has the fewest rounds and 3·N, the ring and halving-doubling the fewest bytes in
-# 14 and 6 rounds. Choosing an algorithm is choosing which bound to miss, by how much
-# (notebook 05). Broadcast and reduce meet their bytes bound only in the limit: the chain cut
-# into k pieces takes (n − 2 + k)·N/k, which tends to N:
+# doubling has the fewest rounds and 3·N, the ring and halving-doubling the fewest bytes in 14
+# and 6 rounds. Choosing an algorithm is choosing which bound to miss, by how much
+# (05_choosing_an_algorithm, section 1). Broadcast and reduce meet their bytes bound only in the
+# limit: the chain cut into k pieces takes (n − 2 + k)·N/k, which tends to N:
 
 # %%
 for k in (1, 8, 64):

@@ -265,10 +265,11 @@ print(f"lax.pmean: {in_jax} all-reduces as JAX lowers it, {in_xla} after XLA's c
 # `bucket_bytes=1` each leaf is its own: 98, for the same bytes. XLA does the same for the
 # built-in: its all-reduce combiner merges the all-reduces of `lax.pmean` of a tree.
 #
-# **What buckets are worth.** The bytes are the same either way; the difference is a start-up per
-# `ppermute`. We price it in the α-β-γ model with the CPU calibration, and on the links of one DGX
-# H100 (`jaxcoll.analysis.systems`, notebook 05), whose α of 3.4 µs is NCCL's step inside one
-# kernel (`gpu.json` assumes 15 µs per jaxcoll round, a `ppermute` launched on its own):
+# **What buckets are worth.** The bytes are the same either way; the difference is a start-up
+# per `ppermute`. We price it in the α-β-γ model with the CPU calibration, and on the links of
+# one DGX H100 (`jaxcoll.analysis.systems`, 05_choosing_an_algorithm, section 4), whose α of
+# 3.4 µs is NCCL's step inside one kernel (`gpu.json` assumes 15 µs per jaxcoll round, a
+# `ppermute` launched on its own):
 
 # %%
 ring8 = jaxcoll.schedule("allreduce", "ring", n_devices)

@@ -318,11 +318,11 @@ for label, seconds in lesson.median_seconds(timed, x, iters=5).items():
 # %% [markdown]
 # These timings measure encoding, memory copies and decoding on the same shared cores, with no
 # links: they cannot show what fewer bytes save on a network, and which one is faster here can
-# change between runs, so they are printed, not asserted. What is fixed is the bytes: int8
-# puts 0.258x float32's on the wire (asserted below). On real links that is the saving, in the
-# β term of the α-β model. A 256 MiB ring on the H100 links of
-# notebook 05, in one node and over two (crossing 50 GB/s NICs), the codec a pass over what a
-# rank sends and one over what it receives, at the GPU calibration's γ:
+# change between runs, so they are printed, not asserted. What is fixed is the bytes: int8 puts
+# 0.258x float32's on the wire (asserted below). On real links that is the saving, in the β term
+# of the α-β model. A 256 MiB ring on the H100 links of 05_choosing_an_algorithm (section 4), in
+# one node and over two (crossing 50 GB/s NICs), the codec a pass over what a rank sends and one
+# over what it receives, at the GPU calibration's γ:
 
 # %%
 gpu, wire = jaxcoll.calibration("gpu"), int8.wire_bytes(1 << 20) / (4 << 20)
@@ -343,11 +343,11 @@ assert 0.8 < speedup[1, 1] < 1.2 and 2 < speedup[2, 1] < 1 / wire and speedup[2,
 # %% [markdown]
 # In one node the codec costs about what int8 saves. Across nodes it depends on how many NICs
 # the ring uses: as one ring (one channel) it crosses one of a node's 8 NICs, which sets the
-# pace, and int8 pays; as NCCL runs it, in 8 channels over all 8 NICs (notebook 05), the bytes'
-# time falls below the codec's and int8 no longer pays. So the answer hangs on the codec's cost
-# (here the GPU calibration's γ, an unfused pass over the data: assumed, not measured). A
-# model, not a measurement: it needs real links to check. Two production systems, for
-# comparison (neither is what jaxcoll does):
+# pace, and int8 pays; as NCCL runs it, in 8 channels over all 8 NICs (05_choosing_an_algorithm,
+# section 5), the bytes' time falls below the codec's and int8 no longer pays. So the answer
+# hangs on the codec's cost (here the GPU calibration's γ, an unfused pass over the data:
+# assumed, not measured). A model, not a measurement: it needs real links to check. Two
+# production systems, for comparison (neither is what jaxcoll does):
 #
 # - **ZeRO++** (Wang et al., 2023), qgZ: gradients are quantized to int4 *before* the first
 #   transfer and reduce-scattered hierarchically with all-to-alls, first inside the node, then

@@ -32,7 +32,8 @@
 # - what GPU runtimes run: an algorithm in MSCCL's XML, the format of RCCL's library, read,
 #   proved, stepped through and priced, and a jaxcoll schedule written out for RCCL.
 #
-# **Prerequisites**: notebook 01 (the ring) and notebook 05 (the α-β model and `auto`).
+# **Prerequisites**: notebook 01 (the ring), 05_choosing_an_algorithm (the α-β model) and
+# 05_what_auto_picks (`auto`).
 #
 # The lecture (see notebook 01) warns that the ring "对网络带宽要求高，如果节点间跨交换机，延迟会
 # 变大" ("needs high network bandwidth; if nodes sit across switches, latency grows"). Between
@@ -164,10 +165,10 @@ print(f"the gloo calibration: α = {gloo.alpha * 1e6:.0f} µs a round, {gloo.ove
 #   of them, one after another, each a separate trip through XLA's runtime with its own
 #   start-up.
 #
-# So across processes the two sides move the same bytes through the same sockets, and differ
-# in the number of separate exchanges: α, in notebook 05's terms. In one process, `psum`
-# instead reads the other "devices'" buffers directly after one rendezvous of threads, which
-# no ring of copies can match.
+# So across processes the two sides move the same bytes through the same sockets, and differ in
+# the number of separate exchanges: α, in 05_choosing_an_algorithm's terms. In one process,
+# `psum` instead reads the other "devices'" buffers directly after one rendezvous of threads,
+# which no ring of copies can match.
 #
 # ## 4. A trace: the rounds on the clock
 #

@@ -76,9 +76,10 @@ assert round(PEAK_FLOPS["h100"] / links["h100", "NIC"], -3) == 20000
 # NVLink, 20,000 while a byte crosses its NIC. Communication can hide only in a step doing
 # at least R FLOPs per byte sent.
 #
-# For the bytes we use the cost model (`jaxcoll.cost` with α = 0, β = 1, as in 09): the
-# bytes the busiest device sends. Leaving out α (notebook 05) is fair for large buffers: the
-# simulator, α and link contention included, agrees on 1 and 8 DGX H100 nodes:
+# For the bytes we use the cost model (`jaxcoll.cost` with α = 0, β = 1, as in 09): the bytes
+# the busiest device sends. Leaving out α (05_choosing_an_algorithm, section 1) is fair for
+# large buffers: the simulator, α and link contention included, agrees on 1 and 8 DGX H100
+# nodes:
 
 # %%
 @functools.cache
@@ -481,7 +482,7 @@ print(f"collective-permutes: {written} written, {run} run; sizes {sizes} bytes")
 # 3. **Check the critical numbers** with each axis's R: hidden width per device F/n >=
 #    (2/3)(n−1)/n·R for TP (>= R for SP's collective matmuls to hide); tokens per DP replica
 #    >= (n−1)/n·R for FSDP and for DP's AllReduce to hide behind the backward.
-# 4. **Pick each collective's algorithm** (notebook 05).
+# 4. **Pick each collective's algorithm** (05_choosing_an_algorithm).
 #
 # A worked case: 8 nodes of 8 H100s, D = 8192, F = 4D, TP over a node's 8 GPUs and FSDP over
 # the 8 nodes. TP divides FSDP's bytes and FLOPs alike, so FSDP's B counts the tokens per TP

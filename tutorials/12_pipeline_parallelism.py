@@ -269,8 +269,8 @@ for p in range(2, 9):
 # microbatch's time.
 #
 # A send, priced as a one-round schedule on modelled links (`jaxcoll.analysis.systems`,
-# notebook 05: NCCL's NVLink numbers, the InfiniBand line rate, an assumed 10 µs NIC α), with
-# 4 stages in one DGX H100 or on 4 nodes:
+# 05_choosing_an_algorithm: NCCL's NVLink numbers, the InfiniBand line rate, an assumed 10 µs
+# NIC α), with 4 stages in one DGX H100 or on 4 nodes:
 
 # %%
 def shift(ranks, n):
