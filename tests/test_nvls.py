@@ -106,7 +106,8 @@ def test_cost_and_both_runtimes_closed_forms(n):
 def test_nvls_beats_the_ring_on_one_h100_node_and_needs_a_switch_that_reduces():
     """On a DGX H100 the switch reduces: NVLS moves (n + 1)/n·N per port against the ring's
     2(n − 1)/n·N, so its busbw is 2(n − 1)/(n + 1) = 1.56 times the ring's bandwidth term,
-    both runtimes (within 5%: the ring's 14 start-ups against NVLS's 2); an A100's NVSwitch and a plain switch do not reduce: refused, named."""
+    both runtimes (within 5%: the ring's 14 start-ups against NVLS's 2); an A100's NVSwitch
+    and a plain switch do not reduce: refused, named."""
     n, nbytes = 8, 256 << 20
     h100 = dgx("h100", 1)
     ring = jaxcoll.schedule("allreduce", "ring", n)

@@ -4,8 +4,8 @@
 makes the :class:`~jaxcoll.analysis.topology.Simulation`); this module knows only a
 topology's fields (``n``, ``alpha``, ``beta``, ``overhead``, ``routes``, ``link_names``,
 ``switch_of``, ``switch_ports``, ``period``, ``link_orbit``), so it imports no other analysis
-module than :mod:`~jaxcoll.analysis.protocols` (Simple's step). A protocol (LL, LL128, Simple) reaches it
-as the topology seen through it (:meth:`~jaxcoll.analysis.topology.Topology.in_protocol`: β
+module than :mod:`~jaxcoll.analysis.protocols` (Simple's step). A protocol (LL, LL128,
+Simple) reaches it as the topology seen through it (:meth:`~jaxcoll.analysis.topology.Topology.in_protocol`: β
 times the bytes on the wire, α as NCCL's latencies scale it) and its step as the slice.
 
 The model, exactly:
@@ -393,7 +393,9 @@ def run(schedule, chunk: float, topology, placements: list[np.ndarray], slices: 
     ready = np.zeros((slices, cells))  # when each slice's (channel, rank,
     for position, (_, read_at, starts, write_at, write_of, route, busy, latency,  # chunk) is
                    queues, *_, switched) in enumerate(prepared):  # there; round by round, slice
-        if len(read_at) and not switched:  # every slice at once
+        queued = len(queues.links) * slices * len(queues.turns) if queues.turns else 0
+        if len(read_at) and not switched and (  # every slice at once, unless long queues
+                len(queues.turns) <= 1 or queued <= 1 << 16):
             last[position] = _all_slices(ready, free, read_at, starts, write_at, write_of,
                                          route, latency, queues)
             continue

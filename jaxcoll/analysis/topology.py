@@ -359,7 +359,10 @@ def simulate(schedule: Schedule, nbytes: float, topology: Topology, *,
       ValueError: the schedule's ranks are not the topology's; ``channels`` < 1;
         ``channels`` > 1 for a rooted collective (each channel's ranks are rotated, which
         would move its root); an unknown ``runtime``; ``slices`` not an int >= 1, or given
-        lock-step; an unknown ``protocol``, or one given lock-step; ``concurrent=False`` pipelined; or past the pipelined engine's limits.
+        lock-step; an unknown ``protocol``, or one given lock-step; ``concurrent=False``
+        pipelined; or past the pipelined engine's limits; an in-switch operation
+        (:class:`~jaxcoll.ir.schedules.ThroughSwitch`) whose ranks are not on one switch
+        that reduces.
 
     Examples:
       >>> import jaxcoll

@@ -427,8 +427,8 @@ class Round:
                  switched: Iterable[ThroughSwitch] = ()):
         transfers, switched = tuple(transfers), tuple(switched)
         if not all(isinstance(op, ThroughSwitch) for op in switched):
-            raise ScheduleError("Round: switched must hold ThroughSwitch operations, not "
-                                f"{[op for op in switched if not isinstance(op, ThroughSwitch)][:1]}")
+            wrong = [op for op in switched if not isinstance(op, ThroughSwitch)][:1]
+            raise ScheduleError(f"Round: switched must hold ThroughSwitch operations, not {wrong}")
         if not all(isinstance(t, Transfer) for t in transfers):
             raise ScheduleError("Round: every transfer must be a Transfer, not "
                                 f"{[t for t in transfers if not isinstance(t, Transfer)][:1]}")
