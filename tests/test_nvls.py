@@ -174,3 +174,12 @@ def test_the_executors_refuse_it():
             x, AXIS, algorithm=nvls.allreduce(4), executor=executor), 4)
         with pytest.raises(ScheduleError, match="cannot run in-switch reduction"):
             fn(jnp.arange(8.0))
+
+
+@pytest.mark.jax_free
+def test_the_plan_refuses_it_too():
+    """Below the collectives' check, the executors' plan refuses an in-switch schedule
+    itself (no lowering reads the switched operations)."""
+    from jaxcoll.lowering import plan
+    with pytest.raises(ScheduleError, match="cannot run in-switch reduction"):
+        plan.lower(nvls.allreduce(4))

@@ -78,6 +78,7 @@ def lower(schedule: Schedule) -> tuple[Segment, ...]:
     # per segment: matchings, symmetry (None: every rank as it is), then per step the
     # matchings' send and receive ids: the (n_pairs, n_moved) rows of the ranks taking part,
     # in the matching's order, or rank 0's (n_moved,) rows
+    schedule.refuse_in_switch("jaxcoll's XLA and Pallas executors")
     segments: list[tuple[tuple[Matching, ...], object, list, list]] = []
     for round_ in schedule.rounds:
         if round_.symmetry is None:

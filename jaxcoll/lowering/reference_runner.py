@@ -35,7 +35,11 @@ def run(schedule: Schedule, chunks, axis, combine: Callable = lax.add):
     Returns:
       This rank's ``(n_chunks, chunk_len)`` output (scratch chunks, and an out-of-place
       schedule's output chunks, start as zeros).
+
+    Raises:
+      ScheduleError: the schedule reduces inside a switch (no ppermute does).
     """
+    schedule.refuse_in_switch("the reference runner")
     me = lax.axis_index(axis)
     buf = jnp.zeros((schedule.buffer_chunks, chunks.shape[1]), chunks.dtype)
     buf = buf.at[schedule.input_at:schedule.input_at + schedule.n_chunks].set(chunks)
