@@ -5,8 +5,9 @@ makes the :class:`~jaxcoll.analysis.topology.Simulation`); this module knows onl
 topology's fields (``n``, ``alpha``, ``beta``, ``overhead``, ``routes``, ``link_names``,
 ``switch_of``, ``switch_ports``, ``period``, ``link_orbit``), so it imports no other analysis
 module than :mod:`~jaxcoll.analysis.protocols` (Simple's step). A protocol (LL, LL128,
-Simple) reaches it as the topology seen through it (:meth:`~jaxcoll.analysis.topology.Topology.in_protocol`: β
-times the bytes on the wire, α as NCCL's latencies scale it) and its step as the slice.
+Simple) reaches it as the topology seen through it
+(:meth:`~jaxcoll.analysis.topology.Topology.in_protocol`: β times the bytes on the wire, α as
+NCCL's latencies scale it) and its step as the slice.
 
 The model, exactly:
 
@@ -324,8 +325,8 @@ def run(schedule, chunk: float, topology, placements: list[np.ndarray], slices: 
     Args:
       schedule: the :class:`~jaxcoll.ir.schedules.Schedule` to run.
       chunk: the bytes in one chunk of one channel.
-      topology: the :class:`~jaxcoll.analysis.topology.Topology` (only its ``alpha``,
-        ``beta``, ``overhead``, ``routes`` and ``link_names`` are read).
+      topology: the :class:`~jaxcoll.analysis.topology.Topology` (the fields the module
+        docstring names are read).
       placements: one (n,) array per channel: channel c's ranks at ``placements[c]``.
       slices: the slices each chunk is cut into.
       gamma: seconds per byte reduced.
@@ -398,21 +399,9 @@ def run(schedule, chunk: float, topology, placements: list[np.ndarray], slices: 
                 len(queues.turns) <= 1 or queued <= 1 << 16):
             last[position] = _all_slices(ready, free, read_at, starts, write_at, write_of,
                                          route, latency, queues)
-            continue
-        for k in range(slices):  # by slice
-            if len(read_at):
-                inputs = np.maximum.reduceat(ready[k][read_at], starts)  # (transfers,)
-                carried = inputs.copy()  # when its last link has carried it
-                for entries in queues.turns:  # the q-th message on each link: the links all differ
-                    message, step = entries[:, 0], entries[:, 1]
-                    link = route[message, step]
-                    free[link] = np.maximum(inputs[message], free[link]) + busy[message, step]
-                    np.maximum.at(carried, message, free[link])
-                arrival = carried + latency
-                np.maximum.at(ready[k], write_at, arrival[write_of])
-                last[position] = max(last[position], arrival.max())
-            if switched:
-                last[position] = max(last[position], _run_switched(switched, ready[k], free))
+        else:
+            last[position] = _slice_by_slice(ready, free, read_at, starts, write_at, write_of,
+                                             route, busy, latency, queues, switched)
     end = np.maximum.accumulate(last) if len(last) else last
     round_seconds = np.diff(end, prepend=0.0)
     rounds = np.array([p[0] for p in prepared], dtype=int)
@@ -564,6 +553,29 @@ class _Queues:
         queues.order = (np.lexsort((queues.step, queues.message))
                         if len(entries) == route.size else None)
         return queues
+
+
+def _slice_by_slice(ready: np.ndarray, free: np.ndarray, read_at, starts, write_at, write_of,
+                    route, busy, latency, queues, switched) -> float:
+    """A round slice by slice, its transfers then its in-switch operations, each link's
+    messages turn by turn (the q-th message on each link, the links all different). Updates
+    ``ready`` and ``free``; returns the round's last arrival."""
+    last = 0.0
+    for k in range(len(ready)):
+        if len(read_at):
+            inputs = np.maximum.reduceat(ready[k][read_at], starts)  # (transfers,)
+            carried = inputs.copy()  # when its last link has carried it
+            for entries in queues.turns:
+                message, step = entries[:, 0], entries[:, 1]
+                link = route[message, step]
+                free[link] = np.maximum(inputs[message], free[link]) + busy[message, step]
+                np.maximum.at(carried, message, free[link])
+            arrival = carried + latency
+            np.maximum.at(ready[k], write_at, arrival[write_of])
+            last = max(last, arrival.max())
+        if switched:
+            last = max(last, _run_switched(switched, ready[k], free))
+    return float(last)
 
 
 def _carried(inputs: np.ndarray, done: np.ndarray, route: np.ndarray, q) -> np.ndarray:
