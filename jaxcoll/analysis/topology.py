@@ -256,10 +256,10 @@ _PHASES: dict[tuple[int, bool], tuple] = {}  # (id(schedule), concurrent) -> (we
 
 
 def _phases(schedule: Schedule, concurrent: bool) -> list[tuple]:
-    """Per round (or per matching), (pattern, arrays): ``arrays()`` gives the (src, dst, chunk
-    count, reduce) arrays of its transfers and its in-switch operations; phases of one
-    ``pattern`` (not None) have the same arrays (symmetric rounds that send as many chunks to
-    the same partners). Cached per schedule object (a 1024-rank ring has two million
+    """Per round (or per matching), (pattern, arrays, switched): ``arrays()`` gives the (src,
+    dst, chunk count, reduce) arrays of its transfers (and its in-switch operations, where
+    ``switched``); phases of one ``pattern`` (not None) have the same arrays (symmetric rounds
+    that send as many chunks to the same partners). Cached per schedule object (a 1024-rank ring has two million
     transfers). A round's in-switch operations are one phase with its transfers (they run at
     the same time)."""
     key = (id(schedule), concurrent)
@@ -270,17 +270,18 @@ def _phases(schedule: Schedule, concurrent: bool) -> list[tuple]:
     for round_ in schedule.rounds:
         if round_.switched:
             phases.append((None, lambda arrays=_arrays(round_.transfers), ops=round_.switched:
-                           (*arrays, ops)))
+                           (*arrays, ops), True))
             continue
         if round_.symmetry is not None:  # every rank r sends rank 0's transfers moved to r
             shapes = [(t.dst, len(t.chunks), t.reduce) for t in round_.base]
             groups = [shapes] if concurrent else [[shape] for shape in shapes]
             phases += [((round_.symmetry, tuple(group)),
-                        lambda group=group, symmetry=round_.symmetry: _spread(group, symmetry))
-                       for group in groups if group]
+                        lambda group=group, symmetry=round_.symmetry: _spread(group, symmetry),
+                        False) for group in groups if group]
             continue
         groups = [list(round_)] if concurrent else split_round(round_)
-        phases += [(None, lambda arrays=_arrays(group): arrays) for group in groups if group]
+        phases += [(None, lambda arrays=_arrays(group): arrays, False)
+                   for group in groups if group]
     _PHASES[key] = (weakref.ref(schedule), phases)
     weakref.finalize(schedule, _PHASES.pop, key, None)  # forgotten with the schedule
     return phases
@@ -409,14 +410,21 @@ def simulate(schedule: Schedule, nbytes: float, topology: Topology, *,
         seconds, _, times, busiest, (*loads, like) = pipelined.run(
             schedule, chunk, topology.in_protocol(wire), placements, int(slices), gamma)
         return Simulation(seconds, times, busiest, tuple(loads), topology, like)
+    return _lockstep(schedule, topology, placements, chunk, gamma, concurrent)
+
+
+def _lockstep(schedule: Schedule, topology: Topology, placements, chunk: float, gamma: float,
+              concurrent: bool) -> Simulation:
+    """:func:`simulate` lock-step: phase by phase, each distinct symmetric phase priced once
+    (from one node's ranks where the topology allows), the phases written out all at once."""
     seen: dict = {}  # a phase's pattern -> its (time, busiest link, pattern index)
     times, busiest, pattern_of, patterns, grouped = [], [], [], [], []
     written = []  # (position, arrays) of the phases written out, priced all at once below
     period = pipelined.group_period(topology, placements, schedule.n_ranks)
     routed: dict = {}  # symmetric phases priced, by their routes and bytes
-    for pattern, arrays in _phases(schedule, concurrent):
+    for pattern, arrays, switched in _phases(schedule, concurrent):
         priced = seen.get(pattern) if pattern is not None else None
-        if priced is None and pattern is None and not _switched_in(arrays):
+        if priced is None and pattern is None and not switched:
             written.append((len(times), arrays()))
             priced = (0.0, 0, -1)
         elif priced is None and pattern is not None and period and pipelined.fits(
@@ -492,13 +500,6 @@ def _price_routed(topology: Topology, route, on, sent, reduce, place, period: in
     kept = load > 0
     return (float(took.max()), int(used[np.argmax(busy)]) if len(used) else 0, used[kept],
             load[kept])
-
-
-def _switched_in(arrays) -> bool:
-    """True where a phase's ``arrays`` (a lambda of :func:`_phases`) holds in-switch
-    operations (they are made with them as a default argument)."""
-    defaults = getattr(arrays, "__defaults__", None) or ()
-    return any(isinstance(d, tuple) and d and hasattr(d[0], "receivers") for d in defaults)
 
 
 def _price_many(topology: Topology, placements, chunk: float, gamma: float,
