@@ -428,11 +428,14 @@ def _crossing(topology, placements, group, src, dst, reduce, sent, gamma: float,
     key = (route.tobytes(), on.tobytes(), sent.tobytes(), reduce.tobytes())
     crossed = routes.get(key) if not switched else None
     if crossed is None:
-        crossed = _crossed(topology, route, on, np.tile(sent, channels),
-                           np.tile(reduce, channels), gamma, overhead, slices, switched)
+        sent, reduce = np.tile(sent, channels), np.tile(reduce, channels)
+        *crossed, _ = next(_crossed(topology, route, on, sent, reduce, [len(route)], gamma,
+                                    overhead, slices))
+        crossed.append(_loads(topology, overhead, slices, route[on],  # with the switch's
+                              sent[np.argwhere(on)[:, 0]], switched))
         if not switched:
-            routes[key] = crossed
-    return crossed
+            routes[key] = crossed = tuple(crossed)
+    return tuple(crossed)
 
 
 def _crossed_written_out(topology, placements, rounds: list[tuple], gamma: float,
@@ -441,34 +444,43 @@ def _crossed_written_out(topology, placements, rounds: list[tuple], gamma: float
     computed all at once (their routes, each link's turns, their loads), one by one."""
     if not rounds:
         return iter(())
-    channels, links = len(placements), len(topology.link_names)
+    channels = len(placements)
     sizes = np.array([len(r[0]) for r in rounds]) * channels  # messages a round
-    ends = np.cumsum(sizes)
     src, dst = (np.concatenate([place[r[k]] for r in rounds for place in placements])
                 for k in (0, 1))
     sent = np.concatenate([np.tile(r[3], channels) for r in rounds])
     reduce = np.concatenate([np.tile(r[2], channels) for r in rounds])
     route = topology.routes(src, dst)
     on = (route >= 0) & (src != dst)[:, None]
+    return _crossed(topology, route, on, sent, reduce, sizes, gamma, overhead, slices)
+
+
+def _crossed(topology, route, on, sent, reduce, sizes, gamma: float, overhead: np.ndarray,
+             slices: int):
+    """:func:`_crossing`'s tuples, one by one, for rounds of ``sizes`` messages each, the
+    messages on ``route`` (where ``on``) with ``sent`` bytes a slice, reducing where
+    ``reduce``."""
+    links = len(topology.link_names)
+    ends = np.cumsum(sizes)
     hop = np.where(on, route, 0)
     busy = sent[:, None] * topology.beta[hop] + overhead[hop]  # (m, hops)
     latency = np.where(on, topology.alpha[hop], 0.0).sum(axis=1) + reduce * sent * gamma
     where = np.argwhere(on)  # (entries, 2): message, hop; in message order
-    owner = np.repeat(np.arange(len(rounds)), sizes)[where[:, 0]]  # each entry's round
+    owner = np.repeat(np.arange(len(sizes)), sizes)[where[:, 0]]  # each entry's round
     used = route[on]
     order = np.lexsort((used, owner))  # by round, then link, then message (stable)
     key = owner[order] * links + used[order]
     first = np.r_[0, np.flatnonzero(np.diff(key)) + 1]
     turn = np.empty(len(used), dtype=np.int64)  # the messages before it on its link
     turn[order] = np.arange(len(used)) - np.repeat(first, np.diff(np.r_[first, len(used)]))
-    entry_ends = np.searchsorted(owner, np.arange(1, len(rounds) + 1))
+    entry_ends = np.searchsorted(owner, np.arange(1, len(sizes) + 1))
     pairs = key[first]  # (round, link) pairs crossed, sorted
     load = np.add.reduceat(sent[where[order, 0]] * slices, first) if len(first) else first
     messages = np.diff(np.r_[first, len(used)]) * float(slices)
     pair_busy = (load * topology.beta[pairs % links]
                  + messages * overhead[pairs % links])
-    pair_ends = np.searchsorted(pairs // links, np.arange(1, len(rounds) + 1))
-    for k in range(len(rounds)):
+    pair_ends = np.searchsorted(pairs // links, np.arange(1, len(sizes) + 1))
+    for k in range(len(sizes)):
         m0, m1 = (ends[k - 1] if k else 0), ends[k]
         e0, e1 = (entry_ends[k - 1] if k else 0), entry_ends[k]
         p0, p1 = (pair_ends[k - 1] if k else 0), pair_ends[k]
@@ -479,28 +491,6 @@ def _crossed_written_out(topology, placements, rounds: list[tuple], gamma: float
         yield (route[m0:m1], busy[m0:m1], latency[m0:m1],
                _Queues.of(route[m0:m1], busy[m0:m1], turns),
                (pairs[p0:p1] % links, load[p0:p1], busiest))
-
-
-def _crossed(topology, route, on, sent, reduce, gamma: float, overhead: np.ndarray,
-             slices: int, switched) -> tuple:
-    """:func:`_crossing`'s tuple for messages on ``route`` (where ``on``) of ``sent`` bytes a
-    slice."""
-    hop = np.where(on, route, 0)
-    busy = sent[:, None] * topology.beta[hop] + overhead[hop]  # (t, hops) on each link
-    latency = (np.where(on, topology.alpha[hop], 0.0).sum(axis=1)
-               + reduce * sent * gamma)  # α of the route + reducing
-    used = route[on]  # the links crossed, message by message in FIFO order
-    where = np.argwhere(on)  # (entries, 2): (message, hop) of each link crossed
-    order = np.argsort(used, kind="stable")
-    first = np.r_[0, np.flatnonzero(np.diff(used[order])) + 1]
-    if len(first) == len(used):  # every link carries one message
-        turns = [where]
-    else:
-        turn = np.empty(len(used), dtype=np.int64)  # the messages before it on its link
-        turn[order] = np.arange(len(used)) - np.repeat(first, np.diff(np.r_[first, len(used)]))
-        turns = [where[turn == q] for q in range(int(turn.max(initial=-1)) + 1)]
-    return (route, busy, latency, _Queues.of(route, busy, turns),
-            _loads(topology, overhead, slices, used, sent[where[:, 0]], switched))
 
 
 def _touched(prepared: list[tuple], slices: int, name: str) -> tuple[list[tuple], int]:
