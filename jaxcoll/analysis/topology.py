@@ -476,30 +476,16 @@ def _price_group(topology: Topology, placements, chunk: float, gamma: float, sym
     key = (route.tobytes(), on.tobytes(), (dst % period).tobytes(), sent.tobytes(),
            reduce.tobytes())
     if key not in routed:  # else another phase on the same links, as much on each
-        routed[key] = _price_routed(topology, route, on, sent, reduce, dst % period, period,
-                                    gamma)
+        routed[key] = _price_routed(topology, route, on, sent, reduce, dst % period, gamma)
     return routed[key]
 
 
-def _price_routed(topology: Topology, route, on, sent, reduce, place, period: int,
-                  gamma: float) -> tuple:
+def _price_routed(topology: Topology, route, on, sent, reduce, place, gamma: float) -> tuple:
     """:func:`_price_group`'s tuple for messages on ``route`` (where ``on``) of ``sent`` bytes
-    to ranks at ``place`` in their groups."""
-    used, which = np.unique(route[on], return_inverse=True)  # the links, sorted
-    load = np.bincount(which, weights=np.broadcast_to(sent[:, None], route.shape)[on],
-                       minlength=len(used))
-    busy = load * topology.beta[used]
-    if topology.overhead is not None:
-        busy = busy + np.bincount(which, minlength=len(used)) * topology.overhead[used]
-    hop_busy = np.zeros(route.shape)
-    hop_busy[on] = busy[which]
-    # every rank receives as its group-0 like does: the transfers to ranks of its place
-    reduced = np.bincount(place, weights=reduce * sent, minlength=period)
-    took = (hop_busy.max(axis=1) + np.where(on, topology.alpha[np.where(on, route, 0)],
-                                            0.0).sum(axis=1) + reduced[place] * gamma)
-    kept = load > 0
-    return (float(took.max()), int(used[np.argmax(busy)]) if len(used) else 0, used[kept],
-            load[kept])
+    to ranks at ``place`` in their groups: every rank receives as its group-0 like does, the
+    transfers to ranks of its place."""
+    return _priced(topology, route, on, sent, reduce, place, np.zeros(len(route), dtype=int),
+                   1, gamma)[0]
 
 
 def _price_many(topology: Topology, placements, chunk: float, gamma: float,
@@ -508,16 +494,25 @@ def _price_many(topology: Topology, placements, chunk: float, gamma: float,
     phase (seconds, busiest link, links used, their bytes)."""
     if not phases:
         return []
-    channels, links = len(placements), len(topology.link_names)
+    channels = len(placements)
     sizes = np.array([len(arrays[0]) for arrays in phases])
     phase = np.tile(np.repeat(np.arange(len(phases)), sizes), channels)  # (t·channels,)
     src, dst, count, reduce = (np.concatenate([arrays[k] for arrays in phases])
                                for k in range(4))
     src, dst = (np.concatenate([place[ranks] for place in placements]) for ranks in (src, dst))
-    sent = np.tile(count * chunk, channels)
-    reduce = np.tile(reduce, channels)
     route = topology.routes(src, dst)  # (t, hops), -1 past a route's end
     on = (route >= 0) & (src != dst)[:, None]
+    return _priced(topology, route, on, np.tile(count * chunk, channels),
+                   np.tile(reduce, channels), dst, phase, len(phases), gamma)
+
+
+def _priced(topology: Topology, route, on, sent, reduce, receiver, phase, phases: int,
+            gamma: float) -> list[tuple]:
+    """Per phase (seconds, busiest link, links used, their bytes) of messages on ``route``
+    (where ``on``), of ``sent`` bytes to ``receiver``, each in its ``phase`` of ``phases``:
+    a phase lasts as long as its slowest message, its route's α + its busiest link's time +
+    what its receiver reduces that phase·γ."""
+    links = len(topology.link_names)
     key = phase[:, None] * links + np.where(on, route, 0)  # (t, hops): (phase, link)
     pairs, which = np.unique(key[on], return_inverse=True)  # sorted by phase, then link
     load = np.bincount(which, weights=np.broadcast_to(sent[:, None], route.shape)[on],
@@ -527,16 +522,15 @@ def _price_many(topology: Topology, placements, chunk: float, gamma: float,
         busy = busy + np.bincount(which, minlength=len(pairs)) * topology.overhead[pairs % links]
     hop_busy = np.zeros(route.shape)
     hop_busy[on] = busy[which]
-    receivers, at = np.unique(phase * topology.n + dst, return_inverse=True)
+    receivers, at = np.unique(phase * topology.n + receiver, return_inverse=True)
     reduced = np.bincount(at, weights=reduce * sent, minlength=len(receivers))[at]
     took = (hop_busy.max(axis=1) + np.where(on, topology.alpha[np.where(on, route, 0)],
                                             0.0).sum(axis=1) + reduced * gamma)
-    longest = np.full(len(phases), 0.0)
+    longest = np.full(phases, 0.0)
     np.maximum.at(longest, phase, took)
-    pair_phase = pairs // links
-    bounds = np.searchsorted(pair_phase, np.arange(len(phases) + 1))
+    bounds = np.searchsorted(pairs // links, np.arange(phases + 1))
     out = []
-    for k in range(len(phases)):
+    for k in range(phases):
         lo, hi = bounds[k], bounds[k + 1]
         mine = slice(lo, hi)
         link = int(pairs[lo + np.argmax(busy[mine])] % links) if hi > lo else 0
