@@ -174,6 +174,18 @@ def test_refused():
     with pytest.raises(ValueError, match="prices at most"):  # 24 transfers, written out
         simulate(allreduce.explicit(), 1e6, topology, runtime="pipelined",
                  slices=pipelined.MAX_EVENTS // 24 + 1)
+    # naive reduce_scatter: 15 transfers of every id, then 15 of one: 240 ids x 2 channels,
+    # refused before any is read (at 32,768 ranks: 10^9 ids, refused at once)
+    naive = build_schedule("reduce_scatter", "naive", 16)
+    switch16 = switch(16, alpha=A, beta=B)
+    assert simulate(naive, 1e6, switch16, runtime="pipelined", channels=2).seconds > 0
+    saved, pipelined.MAX_EVENTS = pipelined.MAX_EVENTS, 2 * 255 - 1
+    try:
+        with pytest.raises(ValueError, match="send 255 chunk ids .* x 2 channels; the pipelined "
+                                             "engine reads at most 509"):
+            simulate(naive, 1e6, switch16, runtime="pipelined", channels=2, slices=1)
+    finally:
+        pipelined.MAX_EVENTS = saved
 
 
 def test_a_protocol_is_its_wire_bytes_latencies_and_step():

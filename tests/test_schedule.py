@@ -117,6 +117,34 @@ def test_bad_transfers_are_rejected(make, message):
         Schedule("bad", 4, 2, (make(),))
 
 
+def test_long_ids_shared_by_transfers_are_checked_once_and_still_refused_where_wrong():
+    """naive reduce_scatter and allgather share one tuple of every chunk id between n - 1
+    transfers: it is checked once (remembered by identity, with its largest id); a transfer
+    reusing it is still refused for a bad rank, a local move onto itself or an ``into`` of
+    another length, and so is a schedule with fewer chunks; a tuple with a repeated id is
+    never remembered."""
+    from jaxcoll.ir import schedules
+
+    everything = tuple(range(100))
+    Transfer(1, 0, everything, reduce=True)
+    assert schedules._largest_known(everything) == 99
+    assert schedules._largest_known(tuple(range(100))) is None  # equal, another tuple
+    for make, message in ((lambda: Transfer(-1, 0, everything, True), ">= 0"),
+                          (lambda: Transfer(0, 0, everything, True), "onto itself"),
+                          (lambda: Transfer(1, 0, everything, True, into=everything[1:]),
+                           "differ in length")):
+        with pytest.raises(ScheduleError, match=message):
+            make()
+    with pytest.raises(ScheduleError, match="names chunk 50 "):
+        Schedule.build("short", 2, n_chunks=50, rounds=[[Transfer(1, 0, everything, True)]])
+    repeated = tuple(range(99)) + (0,)
+    with pytest.raises(ScheduleError, match="twice"):
+        Transfer(1, 0, everything, True, into=repeated)
+    assert schedules._largest_known(repeated) is None
+    naive = build_schedule("reduce_scatter", "naive", 70)
+    assert schedules._largest_known(naive.rounds[0].base[0].chunks) == 69
+
+
 @pytest.mark.parametrize("n", [1, 2, 3, 8])
 def test_textbook_round_counts(n):
     assert build_schedule("allreduce", "ring", n).n_rounds == 2 * (n - 1)

@@ -184,6 +184,15 @@ def _rounds(schedule, slices: int, channels: int, group=None) -> list[tuple]:
             f"slices x {channels} channels; the pipelined engine prices at most "
             f"{MAX_TRANSFERS} transfers and {MAX_EVENTS} transfers x slices x channels: pass "
             "fewer slices or price it lock-step")
+    ids = sum(sum(map(len, (t.chunks for t in round_.base))) * (period if round_.symmetry
+                                                                   else 1)
+              for round_ in schedule.rounds)
+    if ids * channels > MAX_EVENTS:  # checked before any is read: naive's whole buffers
+        raise ValueError(
+            f"simulate(runtime='pipelined'): {schedule.name!r}'s transfers send {ids} chunk "
+            f"ids (every rank's{'' if group is None else ' of a group standing for all'}) x "
+            f"{channels} channels; the pipelined engine reads at most {MAX_EVENTS}: pass "
+            "fewer channels or price it lock-step")
     rounds, shapes, index = [], {}, 0
     while index < len(schedule.rounds):
         round_ = schedule.rounds[index]

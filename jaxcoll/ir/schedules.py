@@ -107,11 +107,17 @@ class Transfer:
                  into: int | Iterable[int] | None = None):
         chunks = _ids(chunks)
         into = chunks if into is None else _ids(into)
-        if not (type(src) is int and type(dst) is int and 0 <= src and 0 <= dst  # the usual
-                and chunks and len(into) == len(chunks) and min(chunks) >= 0
-                and min(into) >= 0 and (len(into) == 1 or len(set(into)) == len(into))
-                and (src != dst or all(c != i for c, i in zip(chunks, into)))):
+        if (type(src) is int and type(dst) is int and 0 <= src and src != dst and 0 <= dst
+                and (into is chunks or len(into) == len(chunks) and _largest_known(chunks)
+                     is not None) and _largest_known(into) is not None):
+            pass  # long ids checked before, shared by many transfers (naive's whole buffer)
+        elif not (type(src) is int and type(dst) is int and 0 <= src and 0 <= dst  # the usual
+                  and chunks and len(into) == len(chunks) and min(chunks) >= 0
+                  and min(into) >= 0 and (len(into) == 1 or len(set(into)) == len(into))
+                  and (src != dst or all(c != i for c, i in zip(chunks, into)))):
             _check_transfer(src, dst, chunks, into)  # says what is wrong, or takes numpy ints
+        else:
+            _remember(into)
         object.__setattr__(self, "src", int(src))
         object.__setattr__(self, "dst", int(dst))
         object.__setattr__(self, "chunks", chunks)
@@ -143,11 +149,37 @@ def _check_transfer(src, dst, chunks: tuple, into: tuple) -> None:
         raise ScheduleError(f"{where}: ranks and chunk ids must be >= 0")
 
 
+# Long tuples of chunk ids found to be distinct ints >= 0, by identity: (the tuple, its largest
+# id). Naive's reduce_scatter and allgather share one tuple of every id between n - 1
+# transfers; checked once, not n - 1 times (n² ids at 32,768 ranks). The tuple is kept, so
+# its id is not reused while it is here.
+_KNOWN_IDS: dict[int, tuple[tuple[int, ...], int]] = {}
+_KNOWN_LONG = 64  # ids at least, to be remembered
+_KNOWN_MOST = 16  # tuples remembered, the oldest forgotten first
+
+
+def _largest_known(ids: tuple[int, ...]) -> int | None:
+    """The largest id of ``ids`` where this very tuple was found distinct ints >= 0 before,
+    else None."""
+    entry = _KNOWN_IDS.get(id(ids))
+    return entry[1] if entry is not None and entry[0] is ids else None
+
+
+def _remember(ids: tuple[int, ...]) -> None:
+    """Remember ``ids``, distinct ints >= 0 (a transfer's ``into``, checked), if long."""
+    if len(ids) >= _KNOWN_LONG and type(ids) is tuple:
+        if len(_KNOWN_IDS) >= _KNOWN_MOST:
+            _KNOWN_IDS.pop(next(iter(_KNOWN_IDS)), None)
+        _KNOWN_IDS[id(ids)] = (ids, max(ids))
+
+
 def _ids(chunks: int | Iterable[int]) -> tuple[int, ...]:
     """Chunk ids as a tuple of ints (a tuple of ints itself, shared: not copied)."""
     kind = type(chunks)
     if kind is int:
         return (chunks,)
+    if kind is tuple and _largest_known(chunks) is not None:
+        return chunks
     if (kind is tuple or kind is list) and all(type(c) is int for c in chunks):
         return chunks if kind is tuple else tuple(chunks)
     if _is_int(chunks):
@@ -465,7 +497,8 @@ class Round:
                           + [max(op.senders + op.receivers + (op.via or 0,))
                              for op in self.switched],
                           default=0),
-                      max([_largest(self.symmetry, t.chunks + t.into) for t in self.base]
+                      max([max(_largest(self.symmetry, t.chunks),
+                               _largest(self.symmetry, t.into)) for t in self.base]
                           + [max(op.chunks) for op in self.switched], default=0))
             object.__setattr__(self, "_extent", cached)
         return cached
@@ -768,7 +801,8 @@ def _largest(symmetry: Symmetry | None, ids: tuple[int, ...]) -> int:
     """The largest chunk id any rank moves where rank 0 moves ``ids`` (exactly, without
     moving them to every rank)."""
     if symmetry is None or symmetry.n_ranks == 1:
-        return max(ids)
+        known = _largest_known(ids)
+        return max(ids) if known is None else known
     if symmetry.kind == "xor":  # c ^ x over every x under the mask: at most c | mask
         return max(c | (symmetry.mask & (symmetry.n_ranks - 1)) for c in ids)
     if len(ids) > 8:  # many ids (Swing's halves, a grid's blocks): all at once in numpy
