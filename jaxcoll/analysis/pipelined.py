@@ -293,15 +293,39 @@ def _switched(ops, topology, placements, piece: float, state: int, width: int,
                              topology.alpha[up].max(initial=0.0),
                              topology.alpha[down].max(initial=0.0), reads, writes, through,
                              nbytes * topology.beta[through] + overhead[through],
-                             topology.alpha[through]))
+                             topology.alpha[through], nbytes))
     return prepared
+
+
+def _as_messages(switched, topology, overhead: np.ndarray, slices: int) -> tuple:
+    """A round of in-switch operations alone (:func:`_switched`'s) as messages, in the
+    prepared round's fields (read_at, starts, write_at, write_of, route, busy, latency,
+    queues, loads): each operation, channel by channel, one message whose hops are the links
+    it crosses in :func:`_run_switched`'s order (its senders' up links, its ``via``'s down and
+    up links, its receivers' down links), each carrying it from its start once free, its
+    latency α up, through ``via`` and down: the same run, every slice at once where the
+    links' queues are short."""
+    hops = [np.r_[up, through, down] for up, down, *_, through, _, _, _ in switched]
+    route = np.full((len(hops), max(map(len, hops))), -1, dtype=np.int64)
+    for message, links in enumerate(hops):
+        route[message, :len(links)] = links
+    sent = np.array([op[11] for op in switched])
+    reduce = np.zeros(len(switched), dtype=bool)
+    route, busy, _, queues, loads = next(_crossed(topology, route, route >= 0, sent, reduce,
+                                                  [len(route)], 0.0, overhead, slices))
+    latency = np.array([up + down + through.sum()
+                        for _, _, _, _, up, down, *_, through, _ in switched])
+    reads, writes = ([op[k] for op in switched] for k in (6, 7))
+    return (np.concatenate(reads), np.r_[0, np.cumsum([len(r) for r in reads])[:-1]],
+            np.concatenate(writes), np.repeat(np.arange(len(writes)), [len(w) for w in writes]),
+            route, busy, latency, queues, loads)
 
 
 def _switched_loads(switched, load: np.ndarray, messages: np.ndarray, topology,
                     overhead: np.ndarray, slices: int) -> None:
     """Add the bytes and messages of a round's in-switch operations (every slice) to ``load``
     and ``messages``, (links,) each."""
-    for up, down, busy_up, busy_down, _, _, _, _, through, busy_through, _ in switched:
+    for up, down, busy_up, busy_down, _, _, _, _, through, busy_through, _, _ in switched:
         for ports, busy in ((up, busy_up), (down, busy_down), (through, busy_through)):
             np.add.at(load, ports, (busy - overhead[ports]) / topology.beta[ports] * slices)
             np.add.at(messages, ports, slices)
@@ -315,7 +339,7 @@ def _run_switched(switched, ready: np.ndarray, free: np.ndarray) -> float:
     through ``via`` and down. Updates ``ready`` and ``free``; returns the last arrival."""
     latest = 0.0
     for (up, down, busy_up, busy_down, alpha_up, alpha_down, reads, writes, through,
-         busy_through, alpha_through) in switched:
+         busy_through, alpha_through, _) in switched:
         start = carried = ready[reads].max()
         for links, busy in ((up, busy_up), (through, busy_through), (down, busy_down)):
             for link, seconds in zip(links, busy):
@@ -373,12 +397,8 @@ def run(schedule, chunk: float, topology, placements: list[np.ndarray], slices: 
         t = len(src)
         switched = _switched(schedule.rounds[index].switched, topology, placements, piece,
                              n * width, width, overhead)
-        if not t:  # in-switch operations alone
-            empty = np.zeros(0, dtype=np.int64)
-            prepared.append((index, empty, empty, empty, empty, None, None, None,
-                             _Queues.of(None, None, []),
-                             _loads(topology, overhead, slices, empty, empty, switched),
-                             switched))
+        if not t:  # in-switch operations alone: run as messages
+            prepared.append((index, *_as_messages(switched, topology, overhead, slices), []))
             continue
         # channel k's (rank, chunk) at k·n·width + rank·width + chunk in the flat state
         read_at, write_at = (_per_channel(cells[0] * width + cells[1], n * width, channels)

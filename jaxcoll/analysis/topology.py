@@ -131,15 +131,32 @@ class Topology:
         if (domain < 0).any():
             raise ValueError(f"{self.name!r}: rank {int(ranks[domain < 0][0])} is on no switch "
                              "that reduces")
-        members = [np.flatnonzero(self.switch_of == d) for d in range(int(domain.max()) + 1)]
-        mate = np.array([next((int(m) for m in members[d] if m != r), r)
-                         for r, d in zip(ranks.tolist(), domain.tolist())], dtype=np.int64)
-        alone = mate == ranks
-        out, back = self.routes(ranks, mate), _packed(self.routes(mate, ranks))
-        last = np.maximum((back >= 0).sum(axis=1) - 1, 0)
-        up = np.where(alone, -1, out[:, 0])
-        down = np.where(alone, -1, back[np.arange(len(ranks)), last])
-        return up, down
+        up, down = self._switch_ports()
+        return up[ranks], down[ranks]
+
+    def _switch_ports(self) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`switch_ports` of every rank (-1 on no switch), computed once per topology:
+        the first and last link of its route to and from another rank of its switch."""
+        cached = self.__dict__.get("_ports")
+        if cached is None:
+            ranks = np.flatnonzero(self.switch_of >= 0)
+            domains = self.switch_of[ranks]
+            first, second = (np.full(int(domains.max(initial=-1)) + 1, -1) for _ in range(2))
+            _, at = np.unique(domains, return_index=True)  # each switch's first rank
+            first[domains[at]] = ranks[at]
+            rest = np.delete(np.arange(len(ranks)), at)
+            _, at = np.unique(domains[rest], return_index=True)  # and its second
+            second[domains[rest][at]] = ranks[rest][at]
+            mate = np.where(first[domains] != ranks, first[domains], second[domains])
+            alone = mate < 0  # the only rank of its switch
+            mate = np.where(alone, ranks, mate)
+            out, back = self.routes(ranks, mate), _packed(self.routes(mate, ranks))
+            last = np.maximum((back >= 0).sum(axis=1) - 1, 0)
+            cached = (np.full(self.n, -1), np.full(self.n, -1))
+            cached[0][ranks] = np.where(alone, -1, out[:, 0])
+            cached[1][ranks] = np.where(alone, -1, back[np.arange(len(ranks)), last])
+            object.__setattr__(self, "_ports", cached)
+        return cached
 
     def route(self, src: int, dst: int) -> list[str]:
         """The names of the links a transfer from ``src`` to ``dst`` crosses."""
