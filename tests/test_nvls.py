@@ -183,3 +183,49 @@ def test_the_plan_refuses_it_too():
     from jaxcoll.lowering import plan
     with pytest.raises(ScheduleError, match="cannot run in-switch reduction"):
         plan.lower(nvls.allreduce(4))
+
+
+@pytest.mark.jax_free
+@pytest.mark.parametrize("n_nodes, gpus, pieces", [(1, 4, 1), (2, 2, 1), (3, 4, 2), (5, 3, 1),
+                                                    (6, 2, 3)])
+def test_nvls_tree_verifies_and_is_refused_mutated(n_nodes, gpus, pieces):
+    """NCCL's NVLS_TREE as a schedule (nvls.tree_allreduce): reduce-scatter through each node's
+    switch, a double binary tree of nodes per GPU's share, multicast back; it verifies on any
+    node and GPU count, and dropping a contribution of its load or a tree send is caught."""
+    tree = nvls.tree_allreduce(n_nodes, gpus, pieces)
+    assert (tree.n_ranks, tree.n_chunks, tree.collective) == (n_nodes * gpus,
+                                                               2 * pieces * gpus, "allreduce")
+    verify(tree)
+    load = tree.rounds[0].switched
+    assert len(load) == n_nodes * gpus and all(len(op.chunks) == 2 * pieces for op in load)
+    short = ThroughSwitch(load[0].senders[1:], load[0].chunks, load[0].receivers)
+    mutated = dataclasses.replace(tree, rounds=(Round([], switched=(short, *load[1:])),
+                                                *tree.rounds[1:]))
+    with pytest.raises(ScheduleError, match="missing"):
+        verify(mutated)
+    if n_nodes > 1:
+        first = tree.rounds[1]
+        dropped = dataclasses.replace(tree, rounds=(tree.rounds[0], Round(first.transfers[1:]),
+                                                    *tree.rounds[2:]))
+        with pytest.raises(ScheduleError, match="missing"):
+            verify(dropped)
+
+
+@pytest.mark.jax_free
+@pytest.mark.parametrize("gpus", [2, 8])
+def test_nvls_tree_on_two_nodes_closed_form(gpus):
+    """On two nodes of ``gpus`` GPUs with a NIC each, lock-step: the load through the switch
+    (each GPU's port carries its whole buffer N up), the tree's reduce and broadcast (each
+    NIC N/(2·gpus) each way, the two trees mirrored), and the multicast (each port N down):
+    2(α + N·β) + 2(α' + N/(2·gpus)·β'). Pipelined it is faster, and NCCL's model of its
+    NVLS_TREE on a DGX H100 pair is within the bounds the schedule shows."""
+    a, b, a_nic, b_nic = 1e-6, 1e-11, 5e-6, 2e-11
+    topology = nodes(2, gpus, nvlink=(a, b), nic=(a_nic, b_nic), nvls=True)
+    tree = nvls.tree_allreduce(2, gpus)
+    lockstep = simulate(tree, N, topology)
+    assert lockstep.seconds == pytest.approx(2 * (a + N * b) + 2 * (a_nic + N / (2 * gpus) * b_nic),
+                                             rel=1e-12)
+    piped = simulate(tree, N, topology, runtime="pipelined")
+    assert piped.seconds < lockstep.seconds
+    with pytest.raises(ValueError, match="one switch that reduces"):
+        simulate(tree, N, nodes(2, gpus, nvlink=(a, b), nic=(a_nic, b_nic)))
