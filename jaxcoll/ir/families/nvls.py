@@ -21,8 +21,8 @@ multicast (:func:`tree_allreduce`).
 
 from __future__ import annotations
 
-from jaxcoll.ir.families.tree import _zip_rounds, fan_out, heap_children
-from jaxcoll.ir.schedules import Round, Schedule, ThroughSwitch
+from jaxcoll.ir.families.tree import _zip_rounds, heap_children
+from jaxcoll.ir.schedules import Round, Schedule, ThroughSwitch, Transfer
 
 
 def reduce_scatter(n: int) -> Schedule:
@@ -131,14 +131,9 @@ def tree_allreduce(n_nodes: int, gpus: int, pieces: int = 1) -> Schedule:
                                for k, node in enumerate(nodes) for g in range(gpus)])
     down = []  # every g's two trees of nodes broadcasting, side by side
     for g in range(gpus):
-        children = lambda v: heap_children(v, n_nodes)  # noqa: E731
-
-        def mirrored(v, g=g):
-            return (n_nodes - 1 - v) * gpus + g
-
-        tree_a = fan_out("nvls_tree", n_nodes, children, lambda v, g=g: v * gpus + g,
-                         list(shares[g][:half]))
-        tree_b = fan_out("nvls_tree", n_nodes, children, mirrored, list(shares[g][half:]))
+        tree_a = _down_levels(n_nodes, lambda v, g=g: v * gpus + g, shares[g][:half])
+        tree_b = _down_levels(n_nodes, lambda v, g=g: (n_nodes - 1 - v) * gpus + g,
+                              shares[g][half:])
         down = _zip_rounds(down, _zip_rounds(tree_a, tree_b))
     broadcast = Schedule.build("nvls_tree broadcast", n, n_chunks=2 * half * gpus, rounds=down)
     across = broadcast.reversed("nvls_tree reduce", reduce=True) + broadcast
@@ -146,3 +141,16 @@ def tree_allreduce(n_nodes: int, gpus: int, pieces: int = 1) -> Schedule:
                                 for k, node in enumerate(nodes) for g in range(gpus)])
     return Schedule("nvls_tree allreduce", n, 2 * half * gpus, (load, *across.rounds, store),
                     collective="allreduce")
+
+
+def _down_levels(n: int, real, pieces) -> list[list[Transfer]]:
+    """A heap tree of n virtual ranks (root 0) broadcasting ``pieces`` (chunk ids) as NCCL's
+    tree loop does: a rank sends each piece to all its children at once, one piece a round,
+    piece j at depth d in round d + j; ``real(v)`` is the rank virtual rank v is."""
+    depth = [(v + 1).bit_length() - 1 for v in range(n)]
+    rounds = [[] for _ in range(max(depth, default=0) + len(pieces))]
+    for v in range(n):
+        for j, piece in enumerate(pieces):
+            rounds[depth[v] + j] += [Transfer(real(v), real(c), piece, reduce=False)
+                                     for c in heap_children(v, n)]
+    return [r for r in rounds if r]
