@@ -7,7 +7,8 @@ On ``systems.cluster("h100", n / 8)`` (DGX H100 nodes: NVSwitch with NVLS inside
 
 - **NCCL's choice**: ``nccl.predict("allreduce", size, topology)``, NCCL v2.28.9's tuner;
 - **jaxcoll's schedules as NCCL would run them**: every registered allreduce schedule (and
-  ``hierarchical`` on (n / 8, 8), the NVLS schedule on one node) priced
+  ``hierarchical`` on (n / 8, 8), the NVLS schedule on one node, the NVLS tree,
+  ``nvls.tree_allreduce(n / 8, 8)``, on more) priced
   ``runtime="pipelined"`` in 8 channels, Simple protocol;
 - **jaxcoll's schedules as jaxcoll runs them**: the same schedules lock-step in one channel
   (XLA's collective-permutes, round after round), what ``auto`` and ``explain`` price.
@@ -49,6 +50,8 @@ def price(n: int, nbytes: int) -> dict:
                  if not (entry.two_level and n == GPUS_PER_NODE)}
     if n == GPUS_PER_NODE:
         schedules["nvls"] = nvls.allreduce(n)
+    else:  # NCCL's NVLS_TREE's shape: NVLS in each node, a double binary tree of nodes
+        schedules["nvls_tree"] = nvls.tree_allreduce(n // GPUS_PER_NODE, GPUS_PER_NODE)
     for name, schedule in schedules.items():
         out["pipelined"][name] = busbw(n, nbytes, jaxcoll.simulate(
             schedule, nbytes, topology, runtime="pipelined", channels=8).seconds)
@@ -59,10 +62,10 @@ def price(n: int, nbytes: int) -> dict:
 
 def table(results: dict) -> str:
     """The markdown table: per n, NCCL's pick, the best jaxcoll schedule each way, and the
-    ring and hierarchical both ways."""
+    ring, hierarchical and the NVLS tree both ways."""
     lines = ["| GPUs | NCCL's choice | best jaxcoll schedule, pipelined | the same, lock-step "
              "| best lock-step | ring pipelined / lock-step | hierarchical pipelined / "
-             "lock-step |", "|---:|---|---|---|---|---|---|"]
+             "lock-step | NVLS tree pipelined / lock-step |", "|---:|---|---|---|---|---|---|---|"]
     for n, r in sorted(results.items(), key=lambda item: int(item[0])):
         pick, nccl_bw = r["nccl"]
         best = max(r["pipelined"], key=r["pipelined"].get)
@@ -76,7 +79,7 @@ def table(results: dict) -> str:
         lines.append(f"| {int(n):,} | {pick} {nccl_bw:.1f} | {best} {r['pipelined'][best]:.1f} "
                      f"({r['pipelined'][best] / nccl_bw:.2f}x NCCL) | "
                      f"{r['lockstep'][best]:.1f} | {stepped} {r['lockstep'][stepped]:.1f} | "
-                     f"{both('ring')} | {both('hierarchical')} |")
+                     f"{both('ring')} | {both('hierarchical')} | {both('nvls_tree')} |")
     return "\n".join(lines)
 
 
