@@ -144,6 +144,8 @@ def test_drawn_with_the_switch(tmp_path):
     from jaxcoll.tools.pictures import draw
     path = draw(nvls.allreduce(4), tmp_path / "nvls.png")
     assert path.stat().st_size > 10_000
+    path = draw(nvls.tree_allreduce(2, 4), tmp_path / "nvls_tree.png")
+    assert path.stat().st_size > 10_000
 
 
 @pytest.mark.jax_free

@@ -182,8 +182,10 @@ def _rounds(schedule, slices: int, channels: int, group=None) -> list[tuple]:
             f"simulate(runtime='pipelined'): {schedule.name!r} has {total} transfers (every "
             f"rank's{'' if group is None else ' of a group standing for all'}) x {slices} "
             f"slices x {channels} channels; the pipelined engine prices at most "
-            f"{MAX_TRANSFERS} transfers and {MAX_EVENTS} transfers x slices x channels: pass "
-            "fewer slices or price it lock-step")
+            f"{MAX_TRANSFERS} transfers and {MAX_EVENTS} transfers x slices x channels: "
+            + ("pass fewer slices or channels, or " if total <= MAX_TRANSFERS else "")
+            + "price it lock-step" + ("" if group is not None else
+                                      " (no symmetry lets a few ranks stand for all)"))
     ids = sum(sum(map(len, (t.chunks for t in round_.base))) * (period if round_.symmetry
                                                                    else 1)
               for round_ in schedule.rounds)
