@@ -14,6 +14,7 @@ from jaxcoll.analysis.topology import nodes, ring, shared, simulate, switch
 from jaxcoll.analysis.topology import ring as ring_topology
 from jaxcoll.ir.families import SCHEDULES, build_schedule
 from jaxcoll.ir.records import RECORDS
+from jaxcoll.ir.schedules import Schedule, Transfer
 
 pytestmark = pytest.mark.jax_free  # runs no JAX (schedules, models, pages): the same on every jax
 
@@ -174,14 +175,14 @@ def test_refused():
     with pytest.raises(ValueError, match="prices at most"):  # 24 transfers, written out
         simulate(allreduce.explicit(), 1e6, topology, runtime="pipelined",
                  slices=pipelined.MAX_EVENTS // 24 + 1)
-    # naive reduce_scatter: 15 transfers of every id, then 15 of one: 240 ids x 2 channels,
-    # refused before any is read (at 32,768 ranks: 10^9 ids, refused at once)
+    # naive reduce_scatter: 15 transfers of every id, then 15 of one: 255 cells read x 2
+    # channels, refused before any is read (below SHARED_LONG ids: no shared set)
     naive = build_schedule("reduce_scatter", "naive", 16)
     switch16 = switch(16, alpha=A, beta=B)
     assert simulate(naive, 1e6, switch16, runtime="pipelined", channels=2).seconds > 0
     saved, pipelined.MAX_EVENTS = pipelined.MAX_EVENTS, 2 * 255 - 1
     try:
-        with pytest.raises(ValueError, match="send 255 chunk ids .* x 2 channels; the pipelined "
+        with pytest.raises(ValueError, match="read 255 cells .* x 2 channels; the pipelined "
                                              "engine reads at most 509"):
             simulate(naive, 1e6, switch16, runtime="pipelined", channels=2, slices=1)
     finally:
@@ -312,7 +313,7 @@ def test_a_32768_rank_ring_is_8_ranks_a_round():
     ring = build_schedule("allreduce", "ring", n)
     placements = [topology.channel_ranks(c) for c in range(8)]
     assert pipelined._group(ring, topology, placements)[0] == 8
-    rounds = pipelined._rounds(ring, 1, 8, pipelined._group(ring, topology, placements))
+    rounds, _ = pipelined._rounds(ring, 1, 8, pipelined._group(ring, topology, placements))
     assert {len(r[1]) for r in rounds} == {8}
     priced = simulate(ring, 256 << 20, topology, runtime="pipelined", channels=8)
     # every GPU sends 2(n-1)/n·N; in one channel of 8 it is its node's last on the ring and
@@ -369,3 +370,37 @@ def test_only_the_cells_touched_where_every_cell_would_not_fit(monkeypatch):
         with pytest.raises(ValueError, match="reads and writes .* cells"):
             simulate(schedule, 1 << 22, topology, runtime="pipelined", slices=4)
         monkeypatch.undo()
+
+
+@pytest.mark.jax_free
+@pytest.mark.parametrize("primitive", ["reduce_scatter", "allgather"])
+def test_shared_sets_price_bitwise_as_every_cell(primitive, monkeypatch):
+    """naive reduce_scatter and allgather name every chunk id in n - 1 transfers (one shared
+    tuple); past SETS_FROM ids read the engine keeps one cell per shared set and rank instead
+    of one per chunk (pipelined._SharedSets): the same run bitwise, on a switch and on
+    nodes with shared NICs, 1 and 3 channels; with a hand-made schedule mixing shared sets
+    that overlap, single chunks and local moves too."""
+    from jaxcoll.analysis.systems import cluster
+
+    n = 72
+    naive = build_schedule(primitive, "naive", n)
+    half, rest = tuple(range(n // 2)), tuple(range(n // 3, n))
+    mixed = Schedule.build("mixed", n, n_chunks=n, rounds=[
+        [Transfer(1, 0, half, True), Transfer(2, 0, rest, True)],
+        [Transfer(3, 0, half, True), Transfer(0, 5, 7, False), Transfer(4, 0, rest, True)],
+        [Transfer(0, 1, rest, False), Transfer(0, 2, half, False), Transfer(0, 0, 3, False,
+                                                                          into=60)],
+        [Transfer(1, 6, 50, True), Transfer(2, 6, 10, True), Transfer(6, 1, rest, True)]])
+    monkeypatch.setattr(pipelined, "SHARED_LONG", 16)
+    for schedule in (naive, mixed):
+        assert len(pipelined._SharedSets(schedule).sets) == 1 + (schedule is mixed)
+        for topology in (switch(n, alpha=A, beta=B), cluster("h100", 9, nics=2)):
+            for channels in (1, 3):
+                kwargs = dict(runtime="pipelined", channels=channels, slices=2)
+                every = simulate(schedule, 1e6, topology, **kwargs)
+                monkeypatch.setattr(pipelined, "SETS_FROM", 0)
+                sets = simulate(schedule, 1e6, topology, **kwargs)
+                monkeypatch.setattr(pipelined, "SETS_FROM", pipelined.MAX_EVENTS)
+                assert sets.seconds == every.seconds > 0
+                assert (sets.round_seconds == every.round_seconds).all()
+                assert (sets.link_bytes() == every.link_bytes()).all()

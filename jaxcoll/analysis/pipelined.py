@@ -83,6 +83,8 @@ MAX_DEFAULT_SLICES = 64  # the default slices' cap (a slice is larger than a ste
 MAX_TRANSFERS = 1 << 22  # transfers priced (every rank's, or a group's standing for all)
 MAX_EVENTS = 1 << 26  # transfers x slices x channels at most
 MAX_CELLS = 1 << 25  # slices x channels x ranks held x chunks: when each cell is ready
+SETS_FROM = MAX_EVENTS  # chunk ids read x channels past which shared sets get a cell each
+SHARED_LONG = 64  # chunk ids in a tuple, at least, for it to be a shared set
 
 RUNTIMES = ("lockstep", "pipelined")
 
@@ -167,12 +169,14 @@ def _toward(symmetry, x: np.ndarray, q: np.ndarray) -> np.ndarray:
     return (q - x) % symmetry.n_ranks
 
 
-def _rounds(schedule, slices: int, channels: int, group=None) -> list[tuple]:
-    """Per round with a transfer, (round index, src, dst, reduce, count, reads, writes):
-    (t,) arrays of the ranks' transfers, and (sender, chunk, transfer) / (receiver, chunk,
-    transfer) arrays of the state's cells each reads and writes. Every rank's; with a
-    ``group`` (period, symmetry), the group's ranks' only, a cell written at rank x read as
-    its image at rank x mod period. Raises ValueError past the limits."""
+def _rounds(schedule, slices: int, channels: int, group=None) -> tuple[list[tuple], int]:
+    """Per round with a transfer, (round index, src, dst, reduce, count, reads, writes,
+    shape): (t,) arrays of the ranks' transfers, and (sender, chunk, transfer) / (receiver,
+    chunk, transfer) arrays of the state's cells each reads and writes; and the ranks the
+    state holds. Every rank's; with a ``group`` (period, symmetry), the group's ranks' only, a
+    cell written at rank x read as its image at rank x mod period; past ``SETS_FROM`` ids
+    read, long tuples shared by transfers as :class:`_SharedSets` (cells after the ranks').
+    Raises ValueError past the limits."""
     n = schedule.n_ranks
     period = n if group is None else group[0]
     total = sum(len(round_.base) * (period if round_.symmetry else 1)
@@ -189,10 +193,14 @@ def _rounds(schedule, slices: int, channels: int, group=None) -> list[tuple]:
     ids = sum(sum(map(len, (t.chunks for t in round_.base))) * (period if round_.symmetry
                                                                    else 1)
               for round_ in schedule.rounds)
-    if ids * channels > MAX_EVENTS:  # checked before any is read: naive's whole buffers
+    sets = None
+    if ids * channels > SETS_FROM and group is None and not schedule.in_switch:
+        sets = _SharedSets(schedule)  # naive's whole buffers: a cell for each
+        ids = sets.cells_read
+    if ids * channels > MAX_EVENTS:  # checked before any is read
         raise ValueError(
-            f"simulate(runtime='pipelined'): {schedule.name!r}'s transfers send {ids} chunk "
-            f"ids (every rank's{'' if group is None else ' of a group standing for all'}) x "
+            f"simulate(runtime='pipelined'): {schedule.name!r}'s transfers read {ids} cells "
+            f"(every rank's{'' if group is None else ' of a group standing for all'}) x "
             f"{channels} channels; the pipelined engine reads at most {MAX_EVENTS}: pass "
             "fewer channels or price it lock-step")
     rounds, shapes, index = [], {}, 0
@@ -221,12 +229,97 @@ def _rounds(schedule, slices: int, channels: int, group=None) -> list[tuple]:
         dst = np.array([t.dst for t in transfers], dtype=np.int64)
         reduce = np.array([t.reduce for t in transfers], dtype=bool)
         count = np.array([len(t.chunks) for t in transfers], dtype=np.float64)
+        if sets is not None:
+            rounds.append((index - 1, src, dst, reduce, count, *sets.cells(transfers), None))
+            continue
         owner = np.repeat(np.arange(len(transfers)), count.astype(np.int64))
         chunks = np.array([c for t in transfers for c in t.chunks], dtype=np.int64)
         into = np.array([c for t in transfers for c in t.into], dtype=np.int64)
         rounds.append((index - 1, src, dst, reduce, count, (src[owner], chunks, owner),
                        (dst[owner], into, owner), None))
-    return rounds
+    return rounds, period + (0 if sets is None else sets.extra_ranks)
+
+
+class _SharedSets:
+    """Cells for long tuples of chunk ids that transfers share (naive reduce_scatter's and
+    allgather's whole buffer, n ids in n - 1 transfers): instead of every chunk's cell, a
+    transfer that writes such a set S at rank x writes one cell V(x, S), and one that reads it
+    there reads one cell R(x, S); a write at x of a cell in S (or of a set meeting S) writes
+    R(x, S) too, and a read at x of a cell in a set S' written there (or of a set meeting S')
+    reads V(x, S') too. A cell is ready at the latest arrival of what was written into it,
+    so every transfer's input is as late as with every chunk's cell: the same run, bitwise.
+    The cells after the ranks' own are numbered as ranks from n up (``extra_ranks``)."""
+
+    def __init__(self, schedule):
+        n, self.width = schedule.n_ranks, schedule.buffer_chunks
+        seen, self.sets = {}, {}  # id of a long tuple -> how many transfers name it; its set
+        transfers = [t for round_ in schedule.rounds for t in round_.transfers]
+        for t in transfers:
+            for ids in {id(t.chunks): t.chunks, id(t.into): t.into}.values():
+                if len(ids) >= SHARED_LONG:
+                    seen[id(ids)] = seen.get(id(ids), 0) + 1
+                    if seen[id(ids)] == 2:
+                        self.sets[id(ids)] = frozenset(ids)
+        self.written, self.read = {}, {}  # rank -> the sets written / read there
+        for t in transfers:
+            if id(t.into) in self.sets:
+                self.written.setdefault(t.dst, set()).add(id(t.into))
+            if id(t.chunks) in self.sets:
+                self.read.setdefault(t.src, set()).add(id(t.chunks))
+        self.virtual, self.meeting, self.cells_read = {}, {}, 0
+        for t in transfers:  # number the virtual cells
+            reads = self._read(t)
+            self.cells_read += len(reads)
+            for cell in reads + self._write(t):
+                if len(cell) == 3:
+                    self._cell(*cell)
+        self.first = n * self.width  # the flat index of the first virtual cell
+        self.extra_ranks = -(-len(self.virtual) // self.width)
+
+    def _cell(self, kind: str, rank: int, key: int) -> int:
+        """The virtual cell V (written sets) or R (read sets) of set ``key`` at ``rank``."""
+        return self.virtual.setdefault((kind, rank, key), len(self.virtual))
+
+    def _meets(self, a: int, b: int) -> bool:
+        met = self.meeting.get((a, b))
+        if met is None:
+            met = self.meeting[a, b] = not self.sets[a].isdisjoint(self.sets[b])
+        return met
+
+    def _touching(self, sets: set, ids: tuple) -> list[int]:
+        """The sets among ``sets`` that hold one of ``ids`` (or meet it, a set itself)."""
+        if id(ids) in self.sets:
+            return [key for key in sets if self._meets(id(ids), key)]
+        return [key for key in sets if not self.sets[key].isdisjoint(ids)]
+
+    def _read(self, t) -> list:
+        """What transfer t reads at its sender: (rank, chunk) pairs and virtual cells."""
+        x, written = t.src, self.written.get(t.src, ())
+        own = ([("R", x, id(t.chunks))] if id(t.chunks) in self.sets
+               else [(x, c) for c in t.chunks])
+        return own + [("V", x, key) for key in self._touching(written, t.chunks)]
+
+    def _write(self, t) -> list:
+        """What transfer t writes at its receiver: (rank, chunk) pairs and virtual cells."""
+        y, read = t.dst, self.read.get(t.dst, ())
+        own = ([("V", y, id(t.into))] if id(t.into) in self.sets
+               else [(y, c) for c in t.into])
+        return own + [("R", y, key) for key in self._touching(read, t.into)]
+
+    def cells(self, transfers) -> tuple:
+        """A round's (reads, writes) as :func:`_rounds` gives them: (rank, chunk, transfer)
+        arrays, a virtual cell v as rank n + v // width, chunk v % width."""
+        out = []
+        for side in (self._read, self._write):
+            flat, owner = [], []
+            for k, t in enumerate(transfers):
+                cells = [self.first + self._cell(*c) if len(c) == 3 else c[0] * self.width + c[1]
+                         for c in side(t)]
+                flat += cells
+                owner += [k] * len(cells)
+            flat = np.array(flat, dtype=np.int64)
+            out.append((flat // self.width, flat % self.width, np.array(owner, dtype=np.int64)))
+        return tuple(out)
 
 
 def _shape(round_) -> tuple:
@@ -382,7 +475,6 @@ def run(schedule, chunk: float, topology, placements: list[np.ndarray], slices: 
     """
     channels = len(placements)
     group = None if schedule.in_switch else _group(schedule, topology, placements)
-    n = schedule.n_ranks if group is None else group[0]  # the ranks the state holds
     width = schedule.buffer_chunks
     links = len(topology.link_names)
     overhead = (np.zeros(links) if topology.overhead is None
@@ -390,7 +482,7 @@ def run(schedule, chunk: float, topology, placements: list[np.ndarray], slices: 
     piece = chunk / slices  # bytes of one chunk of one slice of one channel
     prepared, crossing, routes = [], {}, {}  # how a round's messages cross links, by the
     # round's shape and by their routes
-    rounds = _rounds(schedule, slices, channels, group)
+    rounds, n = _rounds(schedule, slices, channels, group)  # n: the ranks the state holds
     written = _crossed_written_out(topology, placements, [  # rounds written out, all at once
         (src, dst, reduce, count * piece) for index, src, dst, reduce, count, _, _, shape
         in rounds if shape is None and len(src) and not schedule.rounds[index].switched],
