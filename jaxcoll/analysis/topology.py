@@ -438,19 +438,16 @@ def _lockstep(schedule: Schedule, topology: Topology, placements, chunk: float, 
     times, busiest, pattern_of, patterns, grouped = [], [], [], [], []
     written = []  # (position, arrays) of the phases written out, priced all at once below
     period = pipelined.group_period(topology, placements, schedule.n_ranks)
-    routed: dict = {}  # symmetric phases priced, by their routes and bytes
-    for pattern, arrays, switched in _phases(schedule, concurrent):
+    standing: dict = {}  # a symmetric phase's pattern -> its positions, priced from one
+    for pattern, arrays, switched in _phases(schedule, concurrent):  # group's ranks below
         priced = seen.get(pattern) if pattern is not None else None
         if priced is None and pattern is None and not switched:
             written.append((len(times), arrays()))
             priced = (0.0, 0, -1)
         elif priced is None and pattern is not None and period and pipelined.fits(
                 pattern[0], period):  # one group's ranks stand for all
-            took, link, used, load = _price_group(topology, placements, chunk, gamma,
-                                                  *pattern, period, routed)
-            grouped.append(len(patterns))
-            patterns.append((used, load))
-            priced = seen[pattern] = (took, link, len(patterns) - 1)
+            standing.setdefault(pattern, []).append(len(times))
+            priced = (0.0, 0, -1)
         elif priced is None:
             took, link, load = _price(topology, placements, chunk, gamma, *arrays())
             used = np.flatnonzero(load)
@@ -461,6 +458,13 @@ def _lockstep(schedule: Schedule, topology: Topology, placements, chunk: float, 
         times.append(priced[0])
         busiest.append(priced[1])
         pattern_of.append(priced[2])
+    for positions, (took, link, used, load) in zip(standing.values(), _price_groups(
+            topology, placements, chunk, gamma, list(standing), period)):
+        grouped.append(len(patterns))
+        patterns.append((used, load))
+        for position in positions:
+            times[position], busiest[position] = took, link
+            pattern_of[position] = len(patterns) - 1
     for (position, _), (took, link, used, load) in zip(written, _price_many(
             topology, placements, chunk, gamma, [arrays for _, arrays in written])):
         times[position], busiest[position] = took, link
@@ -472,37 +476,41 @@ def _lockstep(schedule: Schedule, topology: Topology, placements, chunk: float, 
                       frozenset(grouped))
 
 
-def _price_group(topology: Topology, placements, chunk: float, gamma: float, symmetry,
-                 shapes, period: int, routed: dict) -> tuple[float, int, np.ndarray, np.ndarray]:
-    """:func:`_price` of a symmetric phase from one group's ranks' transfers: (seconds, its
+def _price_groups(topology: Topology, placements, chunk: float, gamma: float,
+                  patterns: list[tuple], period: int) -> list[tuple]:
+    """:func:`_price` of symmetric phases, each from one group's ranks' transfers: per
+    pattern (symmetry, each base transfer's (dst, chunk count, reduce)), (seconds, its
     busiest link, group 0's links it loads, their bytes: each standing for its like in every
     group). Every group's transfers are group 0's moved, on links moved alike: the same loads
-    and times (what ``pipelined`` relies on too). ``routed`` keeps the phases priced so far
-    by their routes and bytes (one :func:`simulate`'s)."""
+    and times (what ``pipelined`` relies on too). Phases that differ only in their partners
+    are routed all at once, and those that then cross the same links to the same places in
+    their groups priced once."""
     ranks = np.arange(period)
-    src = np.tile(ranks, len(shapes))
-    dst = np.concatenate([symmetry.rank(np.full(period, d), ranks) for d, _, _ in shapes])
-    count = np.repeat([float(k) for _, k, _ in shapes], period)
-    reduce = np.repeat([r for _, _, r in shapes], period)
-    src, dst = (np.concatenate([place[ranks_] for place in placements])
-                for ranks_ in (src, dst))
-    sent = np.tile(count * chunk, len(placements))
-    reduce = np.tile(reduce, len(placements))
-    route = topology.link_orbit(topology.routes(src, dst))
-    on = (route >= 0) & (src != dst)[:, None]
-    key = (route.tobytes(), on.tobytes(), (dst % period).tobytes(), sent.tobytes(),
-           reduce.tobytes())
-    if key not in routed:  # else another phase on the same links, as much on each
-        routed[key] = _price_routed(topology, route, on, sent, reduce, dst % period, gamma)
-    return routed[key]
-
-
-def _price_routed(topology: Topology, route, on, sent, reduce, place, gamma: float) -> tuple:
-    """:func:`_price_group`'s tuple for messages on ``route`` (where ``on``) of ``sent`` bytes
-    to ranks at ``place`` in their groups: every rank receives as its group-0 like does, the
-    transfers to ranks of its place."""
-    return _priced(topology, route, on, sent, reduce, place, np.zeros(len(route), dtype=int),
-                   1, gamma)[0]
+    out: list = [None] * len(patterns)
+    kinds: dict = {}  # (symmetry, chunk counts and reduces) -> the patterns of that kind
+    for i, (symmetry, shapes) in enumerate(patterns):
+        kinds.setdefault((symmetry, tuple((k, r) for _, k, r in shapes)), []).append(i)
+    for (symmetry, counts), members in kinds.items():
+        ends = np.array([[d for d, _, _ in patterns[i][1]] for i in members])  # (p, shapes)
+        dst = symmetry.rank(ends[:, :, None], ranks)  # (p, shapes, period): each rank's partner
+        src = np.broadcast_to(ranks, dst.shape)
+        src, dst = (np.stack([place[ranks_] for place in placements], axis=1).reshape(
+            len(members), -1) for ranks_ in (src, dst))  # (p, m): channel, shape, rank
+        m = src.shape[1]
+        route = topology.link_orbit(topology.routes(src.ravel(), dst.ravel()))  # (p·m, hops)
+        on = (route >= 0) & (src != dst).ravel()[:, None]
+        rows = np.concatenate([route.reshape(len(members), -1), on.reshape(len(members), -1),
+                               dst % period], axis=1)
+        _, first, inverse = np.unique(rows, axis=0, return_index=True, return_inverse=True)
+        count = np.repeat([float(k) for k, _ in counts], period)
+        sent = np.tile(count * chunk, len(placements) * len(first))
+        reduce = np.tile(np.repeat([r for _, r in counts], period), len(placements) * len(first))
+        at = (first[:, None] * m + np.arange(m)).ravel()  # the distinct phases' messages
+        priced = _priced(topology, route[at], on[at], sent, reduce, (dst % period)[first].ravel(),
+                         np.repeat(np.arange(len(first)), m), len(first), gamma)
+        for j, i in enumerate(members):
+            out[i] = priced[inverse.ravel()[j]]
+    return out
 
 
 def _price_many(topology: Topology, placements, chunk: float, gamma: float,
