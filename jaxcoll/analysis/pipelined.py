@@ -206,13 +206,13 @@ def _rounds(schedule, slices: int, channels: int, group=None) -> tuple[list[tupl
     rounds, shapes, index = [], {}, 0
     while index < len(schedule.rounds):
         round_ = schedule.rounds[index]
-        if group is not None and round_.base:  # a run of rounds of one shape at once
-            shape = _shape(round_)
+        if group is not None and round_.base:  # a run of rounds of one kind at once
+            kind = _kind(round_)
             run = 1
             while (index + run < len(schedule.rounds) and schedule.rounds[index + run].base
-                   and _shape(schedule.rounds[index + run]) == shape):
+                   and _kind(schedule.rounds[index + run]) == kind):
                 run += 1
-            rounds += _group_rounds(index, schedule.rounds[index:index + run], group, shape,
+            rounds += _group_rounds(index, schedule.rounds[index:index + run], group, kind,
                                     shapes)
             index += run
             continue
@@ -322,40 +322,43 @@ class _SharedSets:
         return tuple(out)
 
 
-def _shape(round_) -> tuple:
-    """A symmetric round's shape, (symmetry, each base transfer's (dst, chunk count, reduce)):
-    rounds of one shape cross the same links and send from and to the same ranks."""
-    return round_.symmetry, tuple((t.dst, len(t.chunks), t.reduce) for t in round_.base)
+def _kind(round_) -> tuple:
+    """A symmetric round's kind, (symmetry, each base transfer's (chunk count, reduce)):
+    rounds of one kind differ at most in where their transfers go (and which chunks)."""
+    return round_.symmetry, tuple((len(t.chunks), t.reduce) for t in round_.base)
 
 
-def _group_rounds(first: int, run, group, shape, shapes: dict) -> list[tuple]:
-    """:func:`_rounds`' tuples for a run of symmetric rounds of one ``shape``, the group's
+def _group_rounds(first: int, run, group, kind, kinds: dict) -> list[tuple]:
+    """:func:`_rounds`' tuples for a run of symmetric rounds of one ``kind``, the group's
     ranks' transfers only (base transfer by base transfer, rank by rank), made from rank 0's
-    with numpy, all the run's rounds at once (``shapes`` keeps what rounds of a shape
-    share)."""
-    (period, common), symmetry = group, shape[0]
+    with numpy, all the run's rounds at once (``kinds`` keeps what rounds of a kind share);
+    each with its shape, (symmetry, each base transfer's (dst, chunk count, reduce)): rounds
+    of one shape cross the same links and send from and to the same ranks."""
+    (period, common), symmetry = group, kind[0]
     ranks = np.arange(period)
-    shared = shapes.get(shape)
+    shared = kinds.get(kind)
     if shared is None:
-        base = run[0].base
-        dst = np.concatenate([symmetry.rank(np.full(period, t.dst), ranks) for t in base])
-        count = np.repeat([float(len(t.chunks)) for t in base], period)
-        owner = np.repeat(np.arange(len(dst)), count.astype(np.int64))
-        receiver = dst[owner]
-        stand_in = receiver % period  # rank x's cell (x, c) is rank q's (q, chunk(c, x to q))
-        shared = shapes[shape] = (np.tile(ranks, len(base)), dst,
-                                  np.repeat([t.reduce for t in base], period), count,
-                                  owner, stand_in, _toward(common, receiver, stand_in))
-    src, dst, reduce, count, owner, stand_in, toward = shared
+        count = np.repeat([float(k) for k, _ in kind[1]], period)
+        owner = np.repeat(np.arange(len(count)), count.astype(np.int64))
+        shared = kinds[kind] = (np.tile(ranks, len(kind[1])),
+                                np.repeat([r for _, r in kind[1]], period), count, owner)
+    src, reduce, count, owner = shared
+    ends = np.array([[t.dst for t in r.base] for r in run])  # (rounds, base transfers)
+    dst = symmetry.rank(ends[:, :, None], ranks).reshape(len(run), -1)  # (rounds, period·b)
+    receiver = dst[:, owner]
+    stand_in = receiver % period  # rank x's cell (x, c) is rank q's (q, chunk(c, x to q))
+    toward = _toward(common, receiver.ravel(), stand_in.ravel()).reshape(receiver.shape)
     # (rounds, period·k) every round's ranks' chunk ids: base transfer by base transfer, rank
     # by rank, chunk by chunk
     chunks, into = (np.concatenate([
         symmetry.chunk(np.array([getattr(r.base[b], ids) for r in run])[:, None, :],
                        ranks[None, :, None]).reshape(len(run), -1)
         for b in range(len(run[0].base))], axis=1) for ids in ("chunks", "into"))
-    into = common.chunk(into, toward[None, :])
-    return [(first + r, src, dst, reduce, count, (src[owner], chunks[r], owner),
-             (stand_in, into[r], owner), shape) for r in range(len(run))]
+    into = common.chunk(into, toward)
+    return [(first + r, src, dst[r], reduce, count, (src[owner], chunks[r], owner),
+             (stand_in[r], into[r], owner),
+             (symmetry, tuple(zip(ends[r].tolist(), *zip(*kind[1])))))
+            for r in range(len(run))]
 
 
 def _switched(ops, topology, placements, piece: float, state: int, width: int,
@@ -487,6 +490,9 @@ def run(schedule, chunk: float, topology, placements: list[np.ndarray], slices: 
         (src, dst, reduce, count * piece) for index, src, dst, reduce, count, _, _, shape
         in rounds if shape is None and len(src) and not schedule.rounds[index].switched],
         gamma, overhead, slices)
+    _cross_shapes(topology, placements, group, [r for r in rounds if r[7] is not None and not
+                                                 schedule.rounds[r[0]].switched],
+                  crossing, routes, gamma, overhead, slices, piece)
     for index, src, dst, reduce, count, reads, writes, shape in rounds:
         t = len(src)
         switched = _switched(schedule.rounds[index].switched, topology, placements, piece,
@@ -541,13 +547,20 @@ def _crossing(topology, placements, group, src, dst, reduce, sent, gamma: float,
     the (message, hop) pairs that are the q-th on their link; and :func:`_loads`. ``sent``:
     (t,) each transfer's bytes a slice. Rounds whose messages cross the same links with as
     many bytes share what ``routes`` keeps."""
-    channels = len(placements)
     placed_src = np.concatenate([place[src] for place in placements])
     placed_dst = np.concatenate([place[dst] for place in placements])
     route = topology.routes(placed_src, placed_dst)
     if group is not None:  # a link stands for its like in every group
         route = topology.link_orbit(route)
     on = (route >= 0) & (placed_src != placed_dst)[:, None]
+    return _cross(topology, route, on, sent, reduce, len(placements), gamma, overhead, slices,
+                  switched, routes)
+
+
+def _cross(topology, route, on, sent, reduce, channels: int, gamma: float,
+           overhead: np.ndarray, slices: int, switched, routes: dict) -> tuple:
+    """:func:`_crossing`'s tuple for messages on ``route`` (where ``on``), every channel's,
+    of ``sent`` bytes a slice each transfer; ``routes`` keeps it by the links and bytes."""
     key = (route.tobytes(), on.tobytes(), sent.tobytes(), reduce.tobytes())
     crossed = routes.get(key) if not switched else None
     if crossed is None:
@@ -559,6 +572,43 @@ def _crossing(topology, placements, group, src, dst, reduce, sent, gamma: float,
         if not switched:
             routes[key] = crossed = tuple(crossed)
     return tuple(crossed)
+
+
+def _cross_shapes(topology, placements, group, rounds: list[tuple], crossing: dict,
+                  routes: dict, gamma: float, overhead: np.ndarray, slices: int,
+                  piece: float) -> None:
+    """Put in ``crossing`` what the symmetric ``rounds`` (:func:`_rounds`' tuples) whose
+    shape it lacks need, by shape: each transfer's first read, where it writes, and
+    :func:`_crossing`'s tuple; the shapes of one kind (the same senders and bytes, other
+    partners) routed all at once, those crossing the same links crossed once."""
+    channels, kinds = len(placements), {}
+    for _, src, dst, reduce, count, reads, writes, shape in rounds:
+        if shape not in crossing:
+            kinds.setdefault((shape[0], reduce.tobytes(), count.tobytes()), {}).setdefault(
+                shape, (src, dst, reduce, count, reads[2], writes[2]))
+    for members in kinds.values():
+        shapes = list(members)
+        src, _, reduce, count, read_of, write_of = members[shapes[0]]
+        read_of, write_of = (_per_channel(owner, len(src), channels)
+                             for owner in (read_of, write_of))
+        starts = np.r_[0, np.flatnonzero(np.diff(read_of)) + 1]  # each transfer's first read
+        dst = np.stack([members[shape][1] for shape in shapes])  # (shapes, t)
+        placed_src = np.tile(np.concatenate([place[src] for place in placements]), len(shapes))
+        placed_dst = np.concatenate([place[dst] for place in placements], axis=1).ravel()
+        route = topology.routes(placed_src, placed_dst)  # (shapes·m, hops)
+        if group is not None:  # a link stands for its like in every group
+            route = topology.link_orbit(route)
+        on = (route >= 0) & (placed_src != placed_dst)[:, None]
+        m = len(route) // len(shapes)
+        rows = np.concatenate([route.reshape(len(shapes), -1), on.reshape(len(shapes), -1)],
+                              axis=1)
+        _, first, inverse = np.unique(rows, axis=0, return_index=True, return_inverse=True)
+        crossed = [(starts, write_of, *_cross(topology, route[u * m:(u + 1) * m],
+                                              on[u * m:(u + 1) * m], count * piece, reduce,
+                                              channels, gamma, overhead, slices, [], routes))
+                   for u in first]
+        for shape, u in zip(shapes, inverse.ravel()):
+            crossing[shape] = crossed[u]
 
 
 def _crossed_written_out(topology, placements, rounds: list[tuple], gamma: float,
