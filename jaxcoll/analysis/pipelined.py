@@ -493,10 +493,12 @@ def run(schedule, chunk: float, topology, placements: list[np.ndarray], slices: 
     _cross_shapes(topology, placements, group, [r for r in rounds if r[7] is not None and not
                                                  schedule.rounds[r[0]].switched],
                   crossing, routes, gamma, overhead, slices, piece)
+    owners: dict = {}  # a round's transfers' reads and writes -> (their first reads, writes)
     for index, src, dst, reduce, count, reads, writes, shape in rounds:
         t = len(src)
-        switched = _switched(schedule.rounds[index].switched, topology, placements, piece,
-                             n * width, width, overhead)
+        switched = (_switched(schedule.rounds[index].switched, topology, placements, piece,
+                              n * width, width, overhead)
+                    if schedule.rounds[index].switched else [])
         if not t:  # in-switch operations alone: run as messages
             prepared.append((index, *_as_messages(switched, topology, overhead, slices), []))
             continue
@@ -505,9 +507,12 @@ def run(schedule, chunk: float, topology, placements: list[np.ndarray], slices: 
                              for cells in (reads, writes))
         crossed = crossing.get(shape) if shape is not None and not switched else None
         if crossed is None:
-            read_of, write_of = (_per_channel(cells[2], t, channels) for cells in (reads, writes))
-            starts = np.r_[0, np.flatnonzero(np.diff(read_of)) + 1]  # each transfer's first
-            crossed = (starts, write_of, *(  # read, and where it writes
+            key = (t, reads[2].tobytes(), writes[2].tobytes())
+            if key not in owners:
+                read_of, write_of = (_per_channel(cells[2], t, channels)
+                                     for cells in (reads, writes))
+                owners[key] = (_firsts(read_of), write_of)
+            crossed = (*owners[key], *(  # each transfer's first read, where it writes
                 next(written) if shape is None and not switched else _crossing(
                     topology, placements, group, src, dst, reduce, count * piece, gamma,
                     overhead, slices, switched, routes)))
@@ -591,7 +596,7 @@ def _cross_shapes(topology, placements, group, rounds: list[tuple], crossing: di
         src, _, reduce, count, read_of, write_of = members[shapes[0]]
         read_of, write_of = (_per_channel(owner, len(src), channels)
                              for owner in (read_of, write_of))
-        starts = np.r_[0, np.flatnonzero(np.diff(read_of)) + 1]  # each transfer's first read
+        starts = _firsts(read_of)  # each transfer's first read
         dst = np.stack([members[shape][1] for shape in shapes])  # (shapes, t)
         placed_src = np.tile(np.concatenate([place[src] for place in placements]), len(shapes))
         placed_dst = np.concatenate([place[dst] for place in placements], axis=1).ravel()
@@ -618,11 +623,15 @@ def _crossed_written_out(topology, placements, rounds: list[tuple], gamma: float
     if not rounds:
         return iter(())
     channels = len(placements)
-    sizes = np.array([len(r[0]) for r in rounds]) * channels  # messages a round
-    src, dst = (np.concatenate([place[r[k]] for r in rounds for place in placements])
-                for k in (0, 1))
-    sent = np.concatenate([np.tile(r[3], channels) for r in rounds])
-    reduce = np.concatenate([np.tile(r[2], channels) for r in rounds])
+    transfers = np.array([len(r[0]) for r in rounds])  # a round's
+    sizes = transfers * channels  # messages a round, channel by channel
+    within = np.arange(sizes.sum()) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+    per = np.repeat(transfers, sizes)
+    at = np.repeat(np.cumsum(transfers) - transfers, sizes) + within % per  # its transfer
+    channel = within // per
+    placed = np.stack(placements)  # (channels, n): channel k's rank r at placed[k, r]
+    src, dst, reduce, sent = (np.concatenate([r[k] for r in rounds])[at] for k in range(4))
+    src, dst = placed[channel, src], placed[channel, dst]
     route = topology.routes(src, dst)
     on = (route >= 0) & (src != dst)[:, None]
     return _crossed(topology, route, on, sent, reduce, sizes, gamma, overhead, slices)
@@ -678,6 +687,11 @@ def _touched(prepared: list[tuple], slices: int, name: str) -> tuple[list[tuple]
             f"{MAX_CELLS}: pass fewer slices or price it lock-step")
     return [(p[0], np.searchsorted(touched, p[1]), p[2], np.searchsorted(touched, p[3]),
              *p[4:]) for p in prepared], len(touched)
+
+
+def _firsts(sorted_: np.ndarray) -> np.ndarray:
+    """The positions where a sorted array's runs of equal values start."""
+    return np.concatenate(([0], np.flatnonzero(sorted_[1:] != sorted_[:-1]) + 1))
 
 
 def _per_channel(offset: np.ndarray, step: int, channels: int) -> np.ndarray:
@@ -784,7 +798,7 @@ def _all_slices(ready: np.ndarray, free: np.ndarray, read_at, starts, write_at, 
     written = arrival[:, write_of]  # (slices, writes)
     order = np.argsort(write_at, kind="stable")
     cells = write_at[order]
-    first = np.r_[0, np.flatnonzero(np.diff(cells)) + 1]  # each cell's first write
+    first = _firsts(cells)  # each cell's first write
     if len(first) < len(cells):  # a cell written twice in the round: its latest arrival
         written = np.maximum.reduceat(written[:, order], first, axis=1)
         cells = cells[first]
