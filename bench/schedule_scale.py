@@ -10,7 +10,8 @@
 each schedule built (``hierarchical`` on (n / 8, 8), and on three levels (n / 64, 8, 8)),
 then a 256 MiB allreduce priced both ways: lock-step (jaxcoll's executor) and pipelined (NCCL's
 runtime, 8 channels), and NCCL's own choice (``nccl.predict`` on ``systems.cluster``): the
-seconds of each step and the peak memory; a row over 10 s or 2 GB is marked.
+seconds of each step and the peak memory; a row over 10 s or 2 GB is marked, and one the
+pipelined engine refuses (past its limits) says why in its last column.
 
 Each (algorithm, n) runs in a process of its own, so the peak memory is its own; rooted
 algorithms run with root 0.
@@ -73,13 +74,17 @@ def priced(primitive: str, algorithm: str, n: int) -> dict:
     lockstep = jaxcoll.simulate(schedule, nbytes, topology)
     stepped = time.perf_counter()
     channels = 1 if RECORDS[primitive].rooted else 8
-    pipelined = jaxcoll.simulate(schedule, nbytes, topology, runtime="pipelined",
-                                 channels=channels)
+    try:
+        pipelined_ms = jaxcoll.simulate(schedule, nbytes, topology, runtime="pipelined",
+                                        channels=channels).seconds * 1e3
+        refused = None
+    except ValueError as error:  # past the pipelined engine's limits: said, not hidden
+        pipelined_ms, refused = None, str(error)
     done = time.perf_counter()
     return dict(primitive=primitive, algorithm=algorithm, n=n, build=built - began,
                 lockstep=stepped - built, pipelined=done - stepped,
-                lockstep_ms=lockstep.seconds * 1e3, pipelined_ms=pipelined.seconds * 1e3,
-                peak_gb=_peak_gb())
+                lockstep_ms=lockstep.seconds * 1e3, pipelined_ms=pipelined_ms,
+                refused=refused, peak_gb=_peak_gb())
 
 
 def _peak_gb() -> float:
@@ -111,6 +116,8 @@ def _priced_table(primitives: list[str], ns: list[int]) -> None:
                 over = " **over**" if sum(steps) > 10 or r["peak_gb"] > 2 else ""
                 ms = [("" if r[k] is None else f"{r[k]:.2f}")
                       for k in ("lockstep_ms", "pipelined_ms")]
+                if r.get("refused"):
+                    ms[1] = "refused: " + r["refused"].split(": ", 1)[-1][:90] + "..."
                 print(f"| {primitive} | {r['algorithm']} | {n} | "
                       + " | ".join(f"{s:.2f}" for s in steps)
                       + f" | {sum(steps):.1f}{over} | {r['peak_gb']:.2f} | {ms[0]} | {ms[1]} |",

@@ -404,3 +404,24 @@ def test_shared_sets_price_bitwise_as_every_cell(primitive, monkeypatch):
                 assert sets.seconds == every.seconds > 0
                 assert (sets.round_seconds == every.round_seconds).all()
                 assert (sets.link_bytes() == every.link_bytes()).all()
+
+
+@pytest.mark.jax_free
+def test_the_scale_bench_prices_both_ways_and_says_what_it_refuses(monkeypatch):
+    """bench/schedule_scale.py --priced's row: build, lock-step and pipelined seconds and
+    prices; a schedule past the pipelined engine's limits keeps its lock-step price and says
+    why pipelined was refused (a binomial scatter then a ring: every rank's transfers)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "bench" / "schedule_scale.py"
+    spec = importlib.util.spec_from_file_location("schedule_scale", path)
+    scale = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(scale)
+    ring = scale.priced("allreduce", "ring", 16)
+    assert ring["refused"] is None and ring["lockstep_ms"] > ring["pipelined_ms"] > 0
+    monkeypatch.setattr(pipelined, "MAX_TRANSFERS", 100)  # 16 ranks' ring phase: 240
+    composite = scale.priced("broadcast", "scatter_allgather", 16)
+    assert composite["pipelined_ms"] is None and composite["lockstep_ms"] > 0
+    assert "transfers (every rank's)" in composite["refused"]
+    assert "no symmetry lets a few ranks stand for all" in composite["refused"]

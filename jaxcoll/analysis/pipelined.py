@@ -52,7 +52,11 @@ transfers a round. (Lock-step ``simulate`` prices a symmetric round so too, exac
 How it is computed, the same run faster: a round in which no link carries two messages of a
 slice runs every slice at once (a link's k-th slice leaves it free at (k + 1)·b + max(F, max
 over j <= k of (input_j - j·b)), F when it was free before); rounds written out (not
-symmetric) are routed all at once; rounds of one shape share their routes.
+symmetric) are routed all at once; symmetric rounds of one kind (other partners, the same
+bytes) are made and routed at once, and those crossing the same links share their crossing;
+a round of in-switch operations alone runs as messages whose hops are the switch's ports;
+long tuples of chunk ids that many transfers share (naive's whole buffers) get one cell per
+rank instead of one per chunk (:class:`_SharedSets`).
 
 No buffer is reused too early: a transfer does not wait for a later round's reader of a chunk
 it overwrites (the runtime is assumed to have room), nor for its receiver to be ready.
