@@ -409,8 +409,10 @@ def test_shared_sets_price_bitwise_as_every_cell(primitive, monkeypatch):
 @pytest.mark.jax_free
 def test_the_scale_bench_prices_both_ways_and_says_what_it_refuses(monkeypatch):
     """bench/schedule_scale.py --priced's row: build, lock-step and pipelined seconds and
-    prices; a schedule past the pipelined engine's limits keeps its lock-step price and says
-    why pipelined was refused (a binomial scatter then a ring: every rank's transfers)."""
+    prices; a schedule past the pipelined engine's limits keeps its lock-step price, says why
+    pipelined was refused (a binomial scatter then a ring: every rank's transfers) and
+    brackets the pipelined price by its phases priced apart (checked against the whole run
+    where the engine takes it)."""
     import importlib.util
     from pathlib import Path
 
@@ -420,8 +422,16 @@ def test_the_scale_bench_prices_both_ways_and_says_what_it_refuses(monkeypatch):
     spec.loader.exec_module(scale)
     ring = scale.priced("allreduce", "ring", 16)
     assert ring["refused"] is None and ring["lockstep_ms"] > ring["pipelined_ms"] > 0
-    monkeypatch.setattr(pipelined, "MAX_TRANSFERS", 100)  # 16 ranks' ring phase: 240
+    # every rank's transfers: 15 + 240; a phase apart: 15, then a node's 8 ranks' 120
+    monkeypatch.setattr(pipelined, "MAX_TRANSFERS", 150)
     composite = scale.priced("broadcast", "scatter_allgather", 16)
     assert composite["pipelined_ms"] is None and composite["lockstep_ms"] > 0
     assert "transfers (every rank's)" in composite["refused"]
     assert "no symmetry lets a few ranks stand for all" in composite["refused"]
+    from jaxcoll.analysis.systems import dgx
+
+    monkeypatch.setattr(pipelined, "MAX_TRANSFERS", 1 << 22)  # the whole run: bracketed
+    exact = simulate(build_schedule("broadcast", "scatter_allgather", 16), 256 << 20,
+                     dgx("h100", 2), runtime="pipelined", channels=1).seconds * 1e3
+    low, high = composite["bounds_ms"]
+    assert low <= exact <= high and low < high
