@@ -12,7 +12,8 @@ then a 256 MiB allreduce priced both ways: lock-step (jaxcoll's executor) and pi
 runtime, 8 channels), and NCCL's own choice (``nccl.predict`` on ``systems.cluster``): the
 seconds of each step and the peak memory; a row over 10 s or 2 GB is marked, and one the
 pipelined engine refuses (past its limits) says why in its last column, with bounds on its
-pipelined price from its phases priced apart where they can be (:func:`phase_bounds`).
+pipelined price from its phases priced apart where they can be
+(``jaxcoll.analysis.topology.pipelined_bounds``).
 
 Each (algorithm, n) runs in a process of its own, so the peak memory is its own; rooted
 algorithms run with root 0.
@@ -55,6 +56,7 @@ def priced(primitive: str, algorithm: str, n: int) -> dict:
     import jaxcoll
     from jaxcoll.analysis import nccl
     from jaxcoll.analysis.systems import cluster, dgx
+    from jaxcoll.analysis.topology import pipelined_bounds
     from jaxcoll.ir.families import SCHEDULES, build_schedule
     from jaxcoll.ir.records import RECORDS
 
@@ -81,37 +83,18 @@ def priced(primitive: str, algorithm: str, n: int) -> dict:
         refused = None
     except ValueError as error:  # past the pipelined engine's limits: said, not hidden
         pipelined_ms, refused = None, str(error)
-    bounds = None if refused is None else phase_bounds(schedule, nbytes, topology, channels)
+    bounds = None
+    if refused is not None:  # bracketed from its phases priced apart, where they can be
+        try:
+            bounds = [b * 1e3 for b in pipelined_bounds(schedule, nbytes, topology,
+                                                       channels=channels)]
+        except ValueError:
+            pass
     done = time.perf_counter()
     return dict(primitive=primitive, algorithm=algorithm, n=n, build=built - began,
                 lockstep=stepped - built, pipelined=done - stepped,
                 lockstep_ms=lockstep.seconds * 1e3, pipelined_ms=pipelined_ms,
                 refused=refused, bounds_ms=bounds, peak_gb=_peak_gb())
-
-
-def phase_bounds(schedule, nbytes: int, topology, channels: int) -> list[float] | None:
-    """[lower, upper] milliseconds of a schedule's pipelined price from its phases priced
-    apart (runs of rounds alike in having a symmetry or not: a composite's tree, then its
-    ring), or None if a phase is refused too. The engine's times only grow with its inputs'
-    (max and +, links in a fixed order), so the whole run takes at least its longest phase
-    run alone from time 0 and at most the phases one after another, each from when the one
-    before has ended everywhere."""
-    import dataclasses
-
-    import jaxcoll
-
-    cuts = [0] + [k for k in range(1, len(schedule.rounds)) if (
-        schedule.rounds[k].symmetry is None) != (schedule.rounds[k - 1].symmetry is None)]
-    seconds = []
-    for first, end in zip(cuts, cuts[1:] + [len(schedule.rounds)]):
-        phase = dataclasses.replace(schedule, rounds=schedule.rounds[first:end],
-                                    collective="", name=f"{schedule.name} rounds {first}..")
-        try:
-            seconds.append(jaxcoll.simulate(phase, nbytes, topology, runtime="pipelined",
-                                            channels=channels).seconds)
-        except ValueError:
-            return None
-    return [max(seconds) * 1e3, sum(seconds) * 1e3]
 
 
 def _peak_gb() -> float:

@@ -428,10 +428,31 @@ def test_the_scale_bench_prices_both_ways_and_says_what_it_refuses(monkeypatch):
     assert composite["pipelined_ms"] is None and composite["lockstep_ms"] > 0
     assert "transfers (every rank's)" in composite["refused"]
     assert "no symmetry lets a few ranks stand for all" in composite["refused"]
-    from jaxcoll.analysis.systems import dgx
+    assert "pipelined_bounds" in composite["refused"] and composite["bounds_ms"][0] > 0
 
-    monkeypatch.setattr(pipelined, "MAX_TRANSFERS", 1 << 22)  # the whole run: bracketed
-    exact = simulate(build_schedule("broadcast", "scatter_allgather", 16), 256 << 20,
-                     dgx("h100", 2), runtime="pipelined", channels=1).seconds * 1e3
-    low, high = composite["bounds_ms"]
-    assert low <= exact <= high and low < high
+
+@pytest.mark.jax_free
+@pytest.mark.parametrize("primitive, algorithm", [("broadcast", "scatter_allgather"),
+                                                  ("reduce", "reduce_scatter_gather"),
+                                                  ("allreduce", "naive")])
+def test_pipelined_bounds_bracket_the_whole_run(primitive, algorithm):
+    """pipelined_bounds prices a schedule's phases (runs of rounds with a symmetry or
+    without) apart: the whole pipelined run is between the longest phase and their sum, on
+    nodes with shared NICs, in 1 and 4 slices; one phase is its price exactly."""
+    from jaxcoll.analysis.systems import cluster
+    from jaxcoll.analysis.topology import pipelined_bounds
+
+    schedule = build_schedule(primitive, algorithm, 24)
+    topology = cluster("h100", 3, nics=2)
+    for slices in (1, 4):
+        whole = simulate(schedule, 1 << 24, topology, runtime="pipelined", slices=slices)
+        low, high = pipelined_bounds(schedule, 1 << 24, topology, slices=slices)
+        assert low <= whole.seconds <= high
+        assert low < high or algorithm == "naive"
+    ring = build_schedule("allreduce", "ring", 24)
+    assert pipelined_bounds(ring, 1 << 24, topology) == (simulate(
+        ring, 1 << 24, topology, runtime="pipelined").seconds,) * 2
+    with pytest.raises(ValueError, match="channels=2 moves a broadcast's root"):
+        pipelined_bounds(schedule if primitive == "broadcast" else
+                         build_schedule("broadcast", "scatter_allgather", 24), 1 << 24,
+                         topology, channels=2)

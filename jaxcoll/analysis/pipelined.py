@@ -193,7 +193,9 @@ def _rounds(schedule, slices: int, channels: int, group=None) -> tuple[list[tupl
             f"{MAX_TRANSFERS} transfers and {MAX_EVENTS} transfers x slices x channels: "
             + ("pass fewer slices or channels, or " if total <= MAX_TRANSFERS else "")
             + "price it lock-step" + ("" if group is not None else
-                                      " (no symmetry lets a few ranks stand for all)"))
+                                      " (no symmetry lets a few ranks stand for all), or "
+                                      "bracket it from its phases with "
+                                      "jaxcoll.analysis.topology.pipelined_bounds"))
     ids = sum(sum(map(len, (t.chunks for t in round_.base))) * (period if round_.symmetry
                                                                    else 1)
               for round_ in schedule.rounds)

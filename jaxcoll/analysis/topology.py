@@ -430,6 +430,42 @@ def simulate(schedule: Schedule, nbytes: float, topology: Topology, *,
     return _lockstep(schedule, topology, placements, chunk, gamma, concurrent)
 
 
+def pipelined_bounds(schedule: Schedule, nbytes: float, topology: Topology,
+                     **kwargs) -> tuple[float, float]:
+    """Bounds on ``simulate(..., runtime="pipelined")`` from the schedule's phases priced
+    apart, for a schedule the pipelined engine cannot price whole.
+
+    The phases are the schedule's runs of rounds alike in having a symmetry or not (a
+    composite's binomial tree, written out, then its ring, which one node's ranks price for
+    all). The engine's times only grow with its inputs (max and +, each link's messages in
+    a fixed order), so the whole run takes at least its longest phase run alone from time 0
+    and at most the phases one after another, each from when the one before has ended
+    everywhere. At 32,768 ranks a binomial scatter then a ring allgather is 10^9 transfers
+    whole; its phases are 32,767 and a node's 8 ranks' 262,136.
+
+    Args:
+      schedule: as :func:`simulate`.
+      nbytes: as :func:`simulate`.
+      topology: as :func:`simulate`.
+      **kwargs: :func:`simulate`'s other arguments (``channels``, ``gamma``, ``slices``,
+        ``protocol``); the runtime is ``"pipelined"``.
+
+    Returns:
+      (lower, upper) seconds, equal (the price) for a schedule of one phase.
+
+    Raises:
+      ValueError: as :func:`simulate`, a phase past the pipelined engine's limits included.
+    """
+    rounds = schedule.rounds
+    cuts = [0] + [k for k in range(1, len(rounds))
+                  if (rounds[k].symmetry is None) != (rounds[k - 1].symmetry is None)]
+    seconds = [simulate(replace(schedule, rounds=rounds[first:end],
+                                name=f"{schedule.name}, rounds {first}..{end - 1}"),
+                        nbytes, topology, runtime="pipelined", **kwargs).seconds
+               for first, end in zip(cuts, cuts[1:] + [len(rounds)])]
+    return max(seconds, default=0.0), sum(seconds)
+
+
 def _lockstep(schedule: Schedule, topology: Topology, placements, chunk: float, gamma: float,
               concurrent: bool) -> Simulation:
     """:func:`simulate` lock-step: phase by phase, each distinct symmetric phase priced once
