@@ -376,18 +376,15 @@ def _switched(ops, topology, placements, piece: float, state: int, width: int,
     for k, place in enumerate(placements):
         for op in ops:
             senders, receivers = place[list(op.senders)], place[list(op.receivers)]
-            domains = (None if topology.switch_of is None else
-                       set(topology.switch_of[np.r_[senders, receivers]].tolist()))
-            if domains is None or len(domains) != 1 or -1 in domains:
-                raise ValueError(f"simulate: {op} needs its ranks on one switch that reduces "
-                                 f"(NVLS); {topology.name!r} has "
-                                 f"{'none' if domains is None else 'them on ' + str(domains)}")
-            up, _ = topology.switch_ports(senders)
-            _, down = topology.switch_ports(receivers)
-            up, down = up[up >= 0], down[down >= 0]
-            through = (np.zeros(0, dtype=np.int64) if op.via is None else  # (down, up) of via
-                       np.concatenate(topology.switch_ports(place[[op.via]])[::-1]))
-            through = through[through >= 0]
+            via = place[[op.via]] if op.via is not None else senders[:0]
+            try:  # its ranks' ports, decided for all of them: NVLS or SHARP
+                up, down = topology.operation_ports(np.concatenate([senders, receivers, via]))
+            except ValueError as error:
+                raise ValueError(f"simulate: {op} {error}") from None
+            k_s, k_r = len(senders), len(receivers)
+            through = np.concatenate([down[k_s + k_r:], up[k_s + k_r:]])  # (down, up) of via
+            up, down = up[:k_s], down[k_s:k_s + k_r]
+            up, down, through = up[up >= 0], down[down >= 0], through[through >= 0]
             nbytes = len(op.chunks) * piece
             chunks = np.array(op.chunks)
             reads = (k * state + np.array(op.senders)[:, None] * width + chunks).ravel()

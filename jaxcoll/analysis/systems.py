@@ -183,7 +183,9 @@ def cluster(gpu: str, n_nodes: int = 1, *, gpus_per_node: int = 8, nics: int = 8
       gpus_per_node: GPUs per node (a multi-node NVLink rack: its GPUs).
       nics: NICs per node (used when ``n_nodes`` > 1).
       nic_gbps: each NIC's line rate in Gb/s (400: NDR InfiniBand, 400G Ethernet).
-      sharp: the fabric reduces in the network (InfiniBand SHARP: NCCL's CollNet algorithms).
+      sharp: the fabric reduces in the network (InfiniBand SHARP: NCCL's CollNet algorithms,
+        and in :func:`~jaxcoll.analysis.topology.simulate` in-switch operations across nodes,
+        :mod:`jaxcoll.ir.families.collnet`).
       cpu: "intel" or "amd" instead of the reference node's.
 
     Returns:
@@ -212,7 +214,7 @@ def cluster(gpu: str, n_nodes: int = 1, *, gpus_per_node: int = 8, nics: int = 8
     nvlink_alpha = 2.1e-6 if gpu == "mi300x" else NVLINK_ALPHA
     topology = nodes(n_nodes, gpus_per_node, nvlink=(nvlink_alpha, 1 / (system.nvlink_gbs * 1e9)),
                      nic=(14e-6, 8 / (nic_gbps * 1e9)), nics=nics, nvls=spec.nvls,
-                     name=f"{n_nodes} x {gpus_per_node} {gpu.upper()} ({spec.fabric}; {nics} x "
+                     sharp=bool(sharp), name=f"{n_nodes} x {gpus_per_node} {gpu.upper()} ({spec.fabric}; {nics} x "
                           f"{nic_gbps:g} Gb/s NICs per node{', SHARP' if sharp else ''})")
     return dataclasses.replace(topology, system=system)
 

@@ -88,6 +88,9 @@ class Topology:
       link_orbit: ``link_orbit(links)``: (k,) link indices to (k,) the index of the link that
         stands for each under those permutations (group 0's; -1 stays -1); None where
         ``period`` is 0.
+      sharp: the NICs' fabric reduces across nodes (InfiniBand SHARP, NCCL's CollNet): a
+        :class:`~jaxcoll.ir.schedules.ThroughSwitch` whose ranks span nodes goes up each
+        sender's NIC and down each receiver's (:meth:`operation_ports`).
     """
 
     name: str
@@ -107,6 +110,7 @@ class Topology:
     link_kinds: tuple[str, ...] | None = None
     period: int = 0
     link_orbit: Callable[[np.ndarray], np.ndarray] | None = None
+    sharp: bool = False
 
     def in_protocol(self, protocol) -> "Topology":
         """The topology as ``protocol`` (a :class:`jaxcoll.analysis.protocols.Protocol`) sees
@@ -133,6 +137,31 @@ class Topology:
                              "that reduces")
         up, down = self._switch_ports()
         return up[ranks], down[ranks]
+
+    def operation_ports(self, ranks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(ranks,) the link each of an in-switch operation's ``ranks`` sends up by, and
+        (ranks,) the one it receives down by: its switch's ports where they are all on one
+        switch that reduces (NVLS: :meth:`switch_ports`), else, on a fabric that reduces
+        (``sharp``) where they span nodes, its NIC's way out and in (SHARP).
+
+        Raises:
+          ValueError: the ranks are on neither.
+        """
+        ranks = np.asarray(ranks, dtype=np.int64)
+        domains = None if self.switch_of is None else set(self.switch_of[ranks].tolist())
+        if domains is not None and len(domains) == 1 and -1 not in domains:
+            return self.switch_ports(ranks)
+        if self.sharp and self.node_of is not None and len(set(
+                self.node_of[ranks].tolist())) > 1:
+            away = (ranks + self.gpus_per_node) % self.n  # a rank of another node
+            out, back = self.routes(ranks, away), _packed(self.routes(away, ranks))
+            last = np.maximum((back >= 0).sum(axis=1) - 1, 0)
+            return out[:, 0], back[np.arange(len(ranks)), last]
+        where = ("none" if domains is None else f"switches {sorted(domains)} (-1: none)")
+        raise ValueError(f"needs its ranks on one switch that reduces (NVLS), or across nodes "
+                         f"on a fabric that reduces (SHARP); on {self.name!r} they are on "
+                         f"{where}" + ("" if self.sharp else ", and its fabric does not "
+                                       "reduce"))
 
     def _switch_ports(self) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`switch_ports` of every rank (-1 on no switch), computed once per topology:
@@ -648,13 +677,10 @@ def switch_loads(topology: Topology, placements, chunk: float, switched
             senders, receivers = place[list(op.senders)], place[list(op.receivers)]
             via = place[[op.via]] if op.via is not None else senders[:0]
             ranks = np.union1d(np.union1d(senders, receivers), via)
-            if topology.switch_of is None or len(set(topology.switch_of[ranks].tolist())) != 1:
-                domains = ("none" if topology.switch_of is None
-                           else sorted(set(topology.switch_of[ranks].tolist())))
-                raise ValueError(f"simulate: {op} needs its ranks on one switch that reduces "
-                                 f"(NVLS); on {topology.name!r} they are on switches {domains} "
-                                 "(-1: none)")
-            up, down = topology.switch_ports(ranks)
+            try:
+                up, down = topology.operation_ports(ranks)
+            except ValueError as error:
+                raise ValueError(f"simulate: {op} {error}") from None
             ups.append(np.where(np.isin(ranks, senders), up, -1))
             downs.append(np.where(np.isin(ranks, receivers), down, -1))
             if len(via):  # its ports carry the sum once more, each way
@@ -856,7 +882,7 @@ def _packed(route: np.ndarray) -> np.ndarray:
 
 def nodes(n_nodes: int, gpus: int, *, nvlink: tuple[float, float], nic: tuple[float, float],
           nics: int | None = None, gamma: float = 0.0, name: str = "",
-          nvls: bool = False) -> Topology:
+          nvls: bool = False, sharp: bool = False) -> Topology:
     """``n_nodes`` nodes of ``gpus`` GPUs (rank = node·gpus + gpu).
 
     Inside a node: a switch. Between nodes: GPU g sends and receives through its node's NIC
@@ -874,6 +900,9 @@ def nodes(n_nodes: int, gpus: int, *, nvlink: tuple[float, float], nic: tuple[fl
       name: what the topology is called in reports; "": "{n_nodes} nodes x {gpus} GPUs".
       nvls: each node's switch adds what its GPUs send into it and multicasts the sum
         (NVLink SHARP), for :class:`~jaxcoll.ir.schedules.ThroughSwitch`; default False.
+      sharp: the fabric between the nodes adds what the NICs send into it and multicasts
+        the sum (InfiniBand SHARP, NCCL's CollNet), for a
+        :class:`~jaxcoll.ir.schedules.ThroughSwitch` across nodes; default False.
 
     Returns:
       The :class:`Topology` of n_nodes·gpus ranks, whose ``levels`` are (n_nodes, gpus).
@@ -903,10 +932,12 @@ def nodes(n_nodes: int, gpus: int, *, nvlink: tuple[float, float], nic: tuple[fl
                                 f"α={nv_alpha:.3g} s; {nics} NICs per node at "
                                 f"{1 / nic_beta / 1e9:.4g} GB/s each way, α={nic_alpha:.3g} s, "
                                 "non-blocking fabric" + ("; NVLS in each node's switch" if nvls
-                                                         else ""),
+                                                         else "")
+                                + ("; SHARP in the fabric" if sharp else ""),
                     switch_of=np.arange(n) // gpus if nvls else None,
                     link_kinds=("nvlink",) * (2 * n) + ("net",) * nic_links, period=gpus,
-                    link_orbit=functools.partial(_node_link_orbit, n, gpus, n_nodes * nics, nics))
+                    link_orbit=functools.partial(_node_link_orbit, n, gpus, n_nodes * nics, nics),
+                    sharp=sharp)
 
 
 def _node_link_orbit(n: int, gpus: int, nic_links: int, nics: int, links: np.ndarray
