@@ -259,6 +259,7 @@ class _SharedSets:
     def __init__(self, schedule):
         n, self.width = schedule.n_ranks, schedule.buffer_chunks
         seen, self.sets = {}, {}  # id of a long tuple -> how many transfers name it; its set
+        self.kept = []  # the shared tuples themselves: no other object takes their ids
         transfers = [t for round_ in schedule.rounds for t in round_.transfers]
         for t in transfers:
             for ids in {id(t.chunks): t.chunks, id(t.into): t.into}.values():
@@ -266,6 +267,7 @@ class _SharedSets:
                     seen[id(ids)] = seen.get(id(ids), 0) + 1
                     if seen[id(ids)] == 2:
                         self.sets[id(ids)] = frozenset(ids)
+                        self.kept.append(ids)
         self.written, self.read = {}, {}  # rank -> the sets written / read there
         for t in transfers:
             if id(t.into) in self.sets:
