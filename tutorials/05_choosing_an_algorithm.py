@@ -513,21 +513,5 @@ print(f"\nNCCL's ring latency (LL): 6.6 + 1792 x 1.0 + 254 x 2.7 µs = {latency:
 # %%
 my_answer = None          # bytes per rank
 
-
-def switch_point(low=1 << 10, high=1 << 30):
-    """Bisect for the N at which choose(topology=h100) leaves recursive doubling."""
-    for _ in range(30):
-        middle = (low * high) ** 0.5
-        if jaxcoll.choose("allreduce", n, middle, topology=h100) == "recursive_doubling":
-            low = middle
-        else:
-            high = middle
-    return high
-
-
-if my_answer is None:
-    print("not done yet: set my_answer")
-else:
-    truth = switch_point()
-    assert abs(my_answer / truth - 1) < 0.05, f"not quite: {size_label(truth)}"
-    print(f"right: {size_label(truth)}")
+lesson.check_size(my_answer, lambda size: jaxcoll.choose(  # choose on the H100 node leaves
+    "allreduce", n, size, topology=h100) != "recursive_doubling")   # recursive doubling

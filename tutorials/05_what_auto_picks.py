@@ -331,21 +331,5 @@ print(f"compiled: psum {dict(psum_ops)}; ring {dict(ring_ops)} (in loops, run {2
 # %%
 my_answer = None          # bytes per rank
 
-
-def switch_point(low=1 << 10, high=1 << 30):
-    """Bisect for the N at which auto (choose with the factors) leaves recursive doubling."""
-    for _ in range(30):
-        middle = (low * high) ** 0.5
-        if jaxcoll.choose("allreduce", n, middle, full) == "recursive_doubling":
-            low = middle
-        else:
-            high = middle
-    return high
-
-
-if my_answer is None:
-    print("not done yet: set my_answer")
-else:
-    truth = switch_point()
-    assert abs(my_answer / truth - 1) < 0.05, f"not quite: {size_label(truth)}"
-    print(f"right: {size_label(truth)}")
+lesson.check_size(my_answer, lambda size: jaxcoll.choose(  # auto with the factors leaves
+    "allreduce", n, size, full) != "recursive_doubling")   # recursive doubling

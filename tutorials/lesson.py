@@ -390,6 +390,20 @@ def relation_figure(arrows, *, title: str, legend=(), notes=None, places=None):
     return fig
 
 
+def check_size(answer, leaves, low: float = 1 << 10, high: float = 1 << 30) -> None:
+    """An exercise's check: ``answer`` (bytes; None: not done yet) must be within 5% of the
+    size at which ``leaves(size)`` turns True (an algorithm or protocol left for another),
+    found by bisection between ``low`` and ``high``."""
+    if answer is None:
+        print("not done yet: set my_answer")
+        return
+    for _ in range(40):
+        middle = int((low * high) ** 0.5)  # bytes: a whole number
+        low, high = (low, middle) if leaves(middle) else (middle, high)
+    assert abs(answer / high - 1) < 0.05, f"not quite: {size_label(high)}"
+    print(f"right: {size_label(high)}")
+
+
 def permutes_run(program, *args) -> tuple[int, int]:
     """(written, run): the collective-permutes in the compiled program's text, and how many
     run per call, each inside a ``while`` loop counted once per trip (XLA's known trip count)."""
