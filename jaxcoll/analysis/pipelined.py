@@ -209,7 +209,7 @@ def _rounds(schedule, slices: int, channels: int, group=None) -> tuple[list[tupl
             f"(every rank's{'' if group is None else ' of a group standing for all'}) x "
             f"{channels} channels; the pipelined engine reads at most {MAX_EVENTS}: pass "
             "fewer channels or price it lock-step")
-    rounds, shapes, index = [], {}, 0
+    rounds, kinds, index = [], {}, 0
     while index < len(schedule.rounds):
         round_ = schedule.rounds[index]
         if group is not None and round_.base:  # a run of rounds of one kind at once
@@ -219,7 +219,7 @@ def _rounds(schedule, slices: int, channels: int, group=None) -> tuple[list[tupl
                    and _kind(schedule.rounds[index + run]) == kind):
                 run += 1
             rounds += _group_rounds(index, schedule.rounds[index:index + run], group, kind,
-                                    shapes)
+                                    kinds)
             index += run
             continue
         index += 1
@@ -495,8 +495,7 @@ def run(schedule, chunk: float, topology, placements: list[np.ndarray], slices: 
         (src, dst, reduce, count * piece) for index, src, dst, reduce, count, _, _, shape
         in rounds if shape is None and len(src) and not schedule.rounds[index].switched],
         gamma, overhead, slices)
-    _cross_shapes(topology, placements, group, [r for r in rounds if r[7] is not None and not
-                                                 schedule.rounds[r[0]].switched],
+    _cross_shapes(topology, placements, group, [r for r in rounds if r[7] is not None],
                   crossing, routes, gamma, overhead, slices, piece)
     owners: dict = {}  # a round's transfers' reads and writes -> (their first reads, writes)
     for index, src, dst, reduce, count, reads, writes, shape in rounds:
@@ -510,20 +509,16 @@ def run(schedule, chunk: float, topology, placements: list[np.ndarray], slices: 
         # channel k's (rank, chunk) at k·n·width + rank·width + chunk in the flat state
         read_at, write_at = (_per_channel(cells[0] * width + cells[1], n * width, channels)
                              for cells in (reads, writes))
-        crossed = crossing.get(shape) if shape is not None and not switched else None
-        if crossed is None:
+        if shape is not None:  # symmetric (so no in-switch operation): crossed by shape
+            starts, write_of, *crossed = crossing[shape]
+        else:
             key = (t, reads[2].tobytes(), writes[2].tobytes())
             if key not in owners:
-                read_of, write_of = (_per_channel(cells[2], t, channels)
-                                     for cells in (reads, writes))
-                owners[key] = (_firsts(read_of), write_of)
-            crossed = (*owners[key], *(  # each transfer's first read, where it writes
-                next(written) if shape is None and not switched else _crossing(
-                    topology, placements, group, src, dst, reduce, count * piece, gamma,
-                    overhead, slices, switched, routes)))
-            if shape is not None and not switched:
-                crossing[shape] = crossed
-        starts, write_of, *crossed = crossed
+                owners[key] = _owners(reads[2], writes[2], t, channels)
+            starts, write_of = owners[key]
+            crossed = (next(written) if not switched else _crossing(
+                topology, placements, group, src, dst, reduce, count * piece, gamma,
+                overhead, slices, switched, routes))
         prepared.append((index, read_at, starts, write_at, write_of, *crossed, switched))
     cells = channels * n * width
     if slices * cells > MAX_CELLS and not schedule.in_switch:  # only the cells touched
@@ -599,9 +594,7 @@ def _cross_shapes(topology, placements, group, rounds: list[tuple], crossing: di
     for members in kinds.values():
         shapes = list(members)
         src, _, reduce, count, read_of, write_of = members[shapes[0]]
-        read_of, write_of = (_per_channel(owner, len(src), channels)
-                             for owner in (read_of, write_of))
-        starts = _firsts(read_of)  # each transfer's first read
+        starts, write_of = _owners(read_of, write_of, len(src), channels)
         dst = np.stack([members[shape][1] for shape in shapes])  # (shapes, t)
         placed_src = np.tile(np.concatenate([place[src] for place in placements]), len(shapes))
         placed_dst = np.concatenate([place[dst] for place in placements], axis=1).ravel()
@@ -692,6 +685,13 @@ def _touched(prepared: list[tuple], slices: int, name: str) -> tuple[list[tuple]
             f"{MAX_CELLS}: pass fewer slices or price it lock-step")
     return [(p[0], np.searchsorted(touched, p[1]), p[2], np.searchsorted(touched, p[3]),
              *p[4:]) for p in prepared], len(touched)
+
+
+def _owners(read_of: np.ndarray, write_of: np.ndarray, t: int, channels: int) -> tuple:
+    """(each message's first read, each write's message) for a round of ``t`` transfers whose
+    reads and writes belong to transfers ``read_of`` and ``write_of``, every channel's."""
+    read_of, write_of = (_per_channel(owner, t, channels) for owner in (read_of, write_of))
+    return _firsts(read_of), write_of
 
 
 def _firsts(sorted_: np.ndarray) -> np.ndarray:
